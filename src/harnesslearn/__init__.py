@@ -1,0 +1,56 @@
+"""harnesslearn: adapt an LLM agent by revising the program (the harness) around a frozen solver.
+
+Public API (internals may move; import from here)::
+
+    from harnesslearn import load_harness, apply_proposal, load_task, load_model, evaluate
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+from harnesslearn.edits import EditResult, Reason, apply_proposal, parse_blocks
+from harnesslearn.errors import InfraError, UserError
+from harnesslearn.harness import Harness, check_source, harness_id, load_harness, runtime_api_doc
+
+__all__ = [
+    "EditResult",
+    "Harness",
+    "InfraError",
+    "Reason",
+    "UserError",
+    "__version__",
+    "apply_proposal",
+    "check_source",
+    "evaluate",
+    "harness_id",
+    "load_harness",
+    "load_model",
+    "load_task",
+    "parse_blocks",
+    "runtime_api_doc",
+]
+
+if TYPE_CHECKING:
+    from harnesslearn.evaluation import evaluate
+    from harnesslearn.models import load_model
+    from harnesslearn.tasks import load_task
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy imports keep `import harnesslearn` light (no torch, no reasoning-gym)."""
+    if name == "load_task":
+        from harnesslearn.tasks import load_task
+
+        return load_task
+    if name == "load_model":
+        from harnesslearn.models import load_model
+
+        return load_model
+    if name == "evaluate":
+        from harnesslearn.evaluation import evaluate
+
+        return evaluate
+    raise AttributeError(name)

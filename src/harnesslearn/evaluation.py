@@ -1,0 +1,169 @@
+"""Evaluation: run a harness on one split of a task and score it in the trusted process.
+
+J(h) is the mean score over the problems whose run was not an infrastructure failure;
+completion rate is the share of those whose run ended with status ``ok``. Problems hit by an
+infrastructure failure (status ``infra_error``) get ``score=None`` and are kept out of both
+averages; if every problem failed that way, J is None ("could not score", never 0).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harnesslearn.harness import Harness
+from harnesslearn.sandbox.records import Budgets, RunRecord, Status
+from harnesslearn.tasks.base import Problem, Task
+
+if TYPE_CHECKING:
+    from harnesslearn.sandbox.executor import Executor
+
+
+@dataclass
+class ProblemResult:
+    id: str
+    question: str
+    gold: Any
+    score: float | None  # None: infrastructure failure, not scored
+    details: dict[str, float]
+    status: str
+    answer: str | None
+    calls: int
+    tokens: int
+    wall_s: float
+    error: str | None
+    record: RunRecord = field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "score": self.score,
+            "status": self.status,
+            "answer": self.answer,
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "wall_s": round(self.wall_s, 4),
+            "error": self.error,
+            "details": self.details,
+        }
+
+
+@dataclass
+class Evaluation:
+    harness_id: str
+    task: str
+    split: str
+    n: int
+    seed: int
+    J: float | None
+    completion_rate: float | None
+    solver_calls: int
+    tokens: int
+    wall_s: float
+    problems: list[ProblemResult]
+
+    @property
+    def infra_failures(self) -> int:
+        return sum(1 for p in self.problems if p.score is None)
+
+    def status_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for p in self.problems:
+            counts[p.status] = counts.get(p.status, 0) + 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "harness_id": self.harness_id,
+            "task": self.task,
+            "split": self.split,
+            "n": self.n,
+            "seed": self.seed,
+            "J": self.J,
+            "completion_rate": self.completion_rate,
+            "solver_calls": self.solver_calls,
+            "tokens": self.tokens,
+            "wall_s": round(self.wall_s, 3),
+            "infra_failures": self.infra_failures,
+            "status_counts": self.status_counts(),
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+def score_records(task: Task, problems: list[Problem], records: list[RunRecord]) -> list[ProblemResult]:
+    """Score each run record in the trusted process (the worker is gone by now)."""
+    out = []
+    for prob, rec in zip(problems, records, strict=True):
+        score: float | None
+        details: dict[str, float] = {}
+        if rec.status == Status.INFRA_ERROR:
+            score = None
+        elif rec.status == Status.OK and rec.answer is not None:
+            s = task.score(rec.answer, prob)
+            score, details = min(1.0, max(0.0, float(s.value))), dict(s.details)
+        else:
+            score = 0.0
+        out.append(
+            ProblemResult(
+                id=prob.id,
+                question=prob.question,
+                gold=prob.answer,
+                score=score,
+                details=details,
+                status=str(rec.status),
+                answer=rec.answer,
+                calls=rec.n_calls,
+                tokens=rec.tokens,
+                wall_s=rec.wall_s,
+                error=rec.error,
+                record=rec,
+            )
+        )
+    return out
+
+
+def summarise(
+    harness: Harness, task: Task, split: str, seed: int, results: list[ProblemResult], wall_s: float
+) -> Evaluation:
+    scored = [p for p in results if p.score is not None]
+    J = sum(p.score for p in scored if p.score is not None) / len(scored) if scored else None
+    completion = sum(1 for p in scored if p.status == Status.OK) / len(scored) if scored else None
+    return Evaluation(
+        harness_id=harness.id,
+        task=task.spec,
+        split=split,
+        n=len(results),
+        seed=seed,
+        J=J,
+        completion_rate=completion,
+        solver_calls=sum(p.calls for p in results),
+        tokens=sum(p.tokens for p in results),
+        wall_s=wall_s,
+        problems=results,
+    )
+
+
+async def evaluate(
+    harness: Harness,
+    task: Task,
+    split: str,
+    n: int,
+    seed: int,
+    executor: Executor,
+    budgets: Budgets | None = None,
+    progress: bool = True,
+    problems: list[Problem] | None = None,
+) -> Evaluation:
+    """Run ``harness`` on the first ``n`` problems of ``split`` and score them."""
+    probs = problems if problems is not None else task.problems(split, n, seed)
+    t0 = time.perf_counter()
+    if progress:
+        from harnesslearn.progress import ProgressBar
+
+        with ProgressBar(f"{split} {harness.short_id}", total=len(probs)) as bar:
+            records = await executor.run(harness.source, probs, task, budgets, on_record=lambda r: bar.advance())
+    else:
+        records = await executor.run(harness.source, probs, task, budgets)
+    results = score_records(task, probs, records)
+    return summarise(harness, task, split, seed, results, time.perf_counter() - t0)

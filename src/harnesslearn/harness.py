@@ -1,0 +1,97 @@
+"""A harness: Python source that defines ``solve(model, question) -> str``.
+
+Identified by the sha256 of its source with line endings normalised. Carries its parent's id
+and the edit (proposer text) that produced it. Validation compiles the source and inspects the
+AST; it never executes harness code (that happens only in a sandboxed worker).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from harnesslearn.errors import UserError
+
+SEEDS = ("minimal", "qa_minimal")
+
+
+def normalise(source: str) -> str:
+    """Line endings to ``\\n``."""
+    return source.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def harness_id(source: str) -> str:
+    return hashlib.sha256(normalise(source).encode("utf-8")).hexdigest()
+
+
+def check_source(source: str) -> str | None:
+    """Why ``source`` is not a valid harness ("syntax_error", "missing_solve",
+    "bad_solve_signature"), or None when it compiles and defines a top-level
+    ``solve(model, question)``."""
+    try:
+        tree = ast.parse(normalise(source))
+        compile(tree, "<harness>", "exec")
+    except (SyntaxError, ValueError):
+        return "syntax_error"
+    solves = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "solve"]
+    if not solves:
+        return "missing_solve"
+    fn = solves[-1]
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args]
+    if (
+        isinstance(fn, ast.AsyncFunctionDef)
+        or names != ["model", "question"]
+        or a.vararg or a.kwarg or a.kwonlyargs or a.defaults
+    ):
+        return "bad_solve_signature"
+    return None
+
+
+@dataclass(frozen=True)
+class Harness:
+    source: str
+    parent_id: str | None = None
+    edit: str | None = None  # the proposer text that produced it from the parent
+    name: str | None = None  # seed name or file path, for display
+
+    @property
+    def id(self) -> str:
+        return harness_id(self.source)
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:12]
+
+
+def seed_source(name: str) -> str:
+    if name not in SEEDS:
+        raise UserError(f"unknown seed harness {name!r}; shipped seeds: {', '.join(SEEDS)}")
+    return (resources.files("harnesslearn") / "seeds" / f"{name}.py").read_text(encoding="utf-8")
+
+
+def runtime_api_doc() -> str:
+    """The harness runtime API, written for a proposer model to read."""
+    return (resources.files("harnesslearn") / "seeds" / "RUNTIME_API.md").read_text(encoding="utf-8")
+
+
+def load_harness(ref: str) -> Harness:
+    """Load a harness from a ``.py`` path or a shipped seed name, and validate it."""
+    if ref in SEEDS:
+        return Harness(source=normalise(seed_source(ref)), name=ref)
+    path = Path(ref)
+    if not path.exists():
+        raise UserError(f"harness not found: {ref} (give a .py file or one of: {', '.join(SEEDS)})")
+    if not path.is_file():
+        raise UserError(f"harness is not a file: {ref}")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read harness {ref}: {e}") from None
+    reason = check_source(source)
+    if reason is not None:
+        raise UserError(f"invalid harness {ref}: {reason.replace('_', ' ')}")
+    return Harness(source=normalise(source), name=str(path))
