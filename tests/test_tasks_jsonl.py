@@ -1,0 +1,118 @@
+"""User JSONL tasks: scorers, bad input, determinism, disjoint splits; spec parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harnesslearn.errors import UserError
+from harnesslearn.tasks import SPLITS, load_task, parse_spec
+from harnesslearn.tasks.textmatch import parse_number
+
+
+def _file(tmp_path: Path, rows: list[dict], name: str = "t.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return p
+
+
+ROWS = [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(60)]
+
+
+@pytest.mark.parametrize("scorer", ["exact", "f1", "numeric"])
+def test_gold_scores_one_same_seed_same_problems_disjoint_splits(tmp_path, scorer):
+    f = _file(tmp_path, ROWS)
+    task = load_task(f"jsonl:{f}?scorer={scorer}")
+    a = task.problems("score", 5, seed=4)
+    assert [p.id for p in a] == [p.id for p in load_task(f"jsonl:{f}?scorer={scorer}").problems("score", 5, seed=4)]
+    assert all(task.score(p.answer, p).value == 1.0 for p in a)
+    ids = {s: {p.id for p in task.problems(s, 100, seed=0)} for s in SPLITS}
+    assert sum(map(len, ids.values())) == 60
+    assert not ids["feedback"] & ids["score"] and not ids["score"] & ids["test"] and not ids["feedback"] & ids["test"]
+
+
+def _score(tmp_path, scorer, gold, answer):
+    task = load_task(f"jsonl:{_file(tmp_path, [{'id': 1, 'question': 'q', 'answer': gold}])}?scorer={scorer}")
+    return task.score(answer, next(task.candidates(0)))
+
+
+@pytest.mark.parametrize(
+    "scorer, gold, answer, value",
+    [
+        ("exact", "Paris", "  paris ", 1.0),
+        ("exact", "New  York", "new york", 1.0),
+        ("exact", "Paris", "Paris.", 0.0),
+        ("exact", ["NYC", "New York"], "new york", 1.0),
+        ("numeric", 1000, "1,000", 1.0),
+        ("numeric", "0.75", "3/4", 1.0),
+        ("numeric", "5", "$5.00", 1.0),
+        ("numeric", "2500", "2.5e3", 1.0),
+        ("numeric", 1 / 3, "0.3333333333", 1.0),
+        ("numeric", "0.333", "1/3", 0.0),
+        ("numeric", "4", "the answer is 4", 0.0),
+        ("numeric", "6", "60", 0.0),
+        ("numeric", "0", "0.0", 1.0),
+        ("f1", "the red apple", "Red apple!", 1.0),
+        ("f1", "red apple", "green apple", 0.5),
+    ],
+)
+def test_scorers(tmp_path, scorer, gold, answer, value):
+    assert _score(tmp_path, scorer, gold, answer).value == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["1,00", "12,3456", "abc", "1/0", "", "nan", "inf", "--1"])
+def test_parse_number_refuses(text):
+    assert parse_number(text) is None
+
+
+@pytest.mark.parametrize(
+    "lines, needle",
+    [
+        (['{"id": 1, "question": "q", "answer": "a"}', '{"id": 2, "question": "q2" "answer": "b"}'], "line 2"),
+        (['{"id": 1, "question": "q"}'], "missing field(s) answer"),
+        (['{"id": 1, "question": "q", "answer": "a"}', '{"id": 1, "question": "r", "answer": "b"}'], "duplicate id"),
+        (['{"id": 1, "question": "", "answer": "a"}'], "question"),
+        (['{"id": 1, "question": "q", "answer": {"x": 1}}'], "'answer' must be"),
+        (['[1, 2]'], "expected a JSON object"),
+    ],
+)
+def test_bad_lines_raise_one_line_naming_the_line(tmp_path, lines, needle):
+    f = tmp_path / "bad.jsonl"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        load_task(f"jsonl:{f}")
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_numeric_gold_must_parse(tmp_path):
+    f = _file(tmp_path, [{"id": 1, "question": "q", "answer": "many"}])
+    with pytest.raises(UserError, match="not a number"):
+        load_task(f"jsonl:{f}?scorer=numeric")
+
+
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("jsonl:/no/such/file.jsonl", "file not found"),
+        ("jsonl:{f}?scorer=fuzzy", "unknown scorer"),
+        ("jsonl:{f}?scorr=f1", "did you mean scorer"),
+        ("jsonl:{f}?scorer=f1&scorer=exact", "given twice"),
+        ("jsonl:{f}?scorer", "key=value"),
+        ("jsnl:{f}", "did you mean jsonl"),
+        ("nocolon", "needs a prefix"),
+        ("", "empty task spec"),
+    ],
+)
+def test_bad_specs(tmp_path, spec, needle):
+    f = _file(tmp_path, ROWS[:3])
+    with pytest.raises(UserError) as e:
+        load_task(spec.format(f=f))
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_parse_spec_values():
+    prefix, rest, opts = parse_spec('rg:fam?a=3&b=0.5&c=true&d=[1,2]&e=word&f=-2&g=1e-3&h={"k":1}')
+    assert (prefix, rest) == ("rg", "fam")
+    assert opts == {"a": 3, "b": 0.5, "c": True, "d": [1, 2], "e": "word", "f": -2, "g": 1e-3, "h": {"k": 1}}
