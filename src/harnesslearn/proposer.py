@@ -1,0 +1,296 @@
+"""The proposer: build the revision prompt from feedback, and sample completions.
+
+The prompt (templates in ``prompts/*.txt``) holds the task description, the harness runtime
+API document, the current harness source, aggregate feedback (J, completion rate, status
+counts), a few sampled per-problem traces from the *feedback* split (question, harness answer,
+gold answer, status, error excerpt, model-call excerpts; every field length-capped), earlier
+revisions and their J change, then the SEARCH/REPLACE format with an example. It ends where
+the completion should begin: with ``PRIME`` (an opening SEARCH marker, ``prime="search"``), or
+(``prime="rewrite"``, for weak base models) with a block whose SEARCH is the whole current
+``solve`` function and whose REPLACE starts with its ``def`` line, so the model only writes the
+new body. ``as_proposal`` puts that primed tail back in front of a completion that has no SEARCH
+marker of its own.
+
+The proposer knows nothing of sandboxing or the store: it turns an Evaluation into text and
+text into completions. Training calls these same functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any, Literal, Protocol
+
+from harnesslearn.harness import Harness, runtime_api_doc
+from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+
+PRIME = "<<<<<<< SEARCH\n"
+END = ">>>>>>> REPLACE"
+_SEARCH_MARKER = re.compile(r"^\s*<{5,9}\s?SEARCH\s*$", re.MULTILINE)
+_END_MARKER = re.compile(r"^\s*>{5,9}\s?REPLACE\s*$", re.MULTILINE)
+
+# length caps (characters) for each field of a trace
+CAP_QUESTION = 600
+CAP_ANSWER = 200
+CAP_ERROR = 400
+CAP_CALL = 300
+MAX_CALLS_PER_TRACE = 2
+MAX_HISTORY = 12
+
+Style = Literal["canonical", "varied"]
+Prime = Literal["search", "rewrite"]
+
+
+@cache
+def template(name: str) -> str:
+    """A prompt template from ``prompts/NAME.txt`` (trailing newline stripped)."""
+    return (resources.files("harnesslearn") / "prompts" / f"{name}.txt").read_text(encoding="utf-8").rstrip("\n")
+
+
+class _TaskLike(Protocol):
+    @property
+    def description(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One earlier proposal, for the "earlier revisions" section."""
+
+    round: int
+    index: int
+    valid: bool
+    reason: str | None  # why it was invalid
+    parent_J: float | None  # score-split J of the harness it revised
+    J: float | None  # score-split J of the candidate (valid ones)
+    edit: str  # the proposal text
+
+
+def cap(text: Any, n: int, *, tail: bool = False) -> str:
+    """``text`` as a one-piece string of at most ``n`` characters (head, or tail for tracebacks)."""
+    s = "" if text is None else text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
+    if len(s) <= n:
+        return s
+    return "..." + s[-(n - 3):] if tail else s[: n - 3] + "..."
+
+
+def _fmt_j(j: float | None) -> str:
+    return "n/a" if j is None else f"{j:.3f}"
+
+
+def _call_excerpts(problem: Any) -> list[str]:
+    record = getattr(problem, "record", None)
+    calls = list(getattr(record, "calls", None) or [])[:MAX_CALLS_PER_TRACE]
+    out = []
+    for c in calls:
+        req = c.request if isinstance(c.request, dict) else {"prompt": c.request}
+        arg = req.get("prompt", req.get("code", req.get("query", req)))
+        resp = c.error if c.error else c.response
+        out.append(f"[{c.kind}] {cap(arg, CAP_CALL, tail=True)!r} -> {cap(resp, CAP_CALL)!r}")
+    return out
+
+
+def _trace_fields(problem: Any) -> dict[str, Any]:
+    return {
+        "question": cap(problem.question, CAP_QUESTION),
+        "harness answer": cap(problem.answer, CAP_ANSWER),
+        "gold answer": cap(problem.gold, CAP_ANSWER),
+        "status": str(problem.status),
+        "score": problem.score,
+        "error": cap(problem.error, CAP_ERROR, tail=True) if problem.error else None,
+        "calls": _call_excerpts(problem),
+    }
+
+
+def sample_traces(feedback: Any, n_traces: int, rng: random.Random) -> list[Any]:
+    """Up to ``n_traces`` problems, failures first (random order within each group)."""
+    problems = [p for p in feedback.problems if p.score is not None]
+    failed = [p for p in problems if p.score < 1.0]
+    passed = [p for p in problems if p.score >= 1.0]
+    rng.shuffle(failed)
+    rng.shuffle(passed)
+    return (failed + passed)[:n_traces]
+
+
+def render_trace(i: int, fields: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"problem": i, **fields}, ensure_ascii=False)
+    lines = [f"### Problem {i} (status {fields['status']}, score {fields['score']})"]
+    for key in ("question", "harness answer", "gold answer", "error"):
+        if fields[key] is not None:
+            lines.append(f"{key.capitalize()}: {fields[key]}")
+    lines += [f"Call: {c}" for c in fields["calls"]]
+    return "\n".join(lines)
+
+
+def render_aggregate(feedback: Any, fmt: str) -> str:
+    counts: dict[str, int] = {}
+    for p in feedback.problems:
+        counts[str(p.status)] = counts.get(str(p.status), 0) + 1
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    if fmt == "table":
+        return (
+            "| J (mean score) | completion rate | problems | statuses |\n|---|---|---|---|\n"
+            f"| {_fmt_j(feedback.J)} | {_fmt_j(feedback.completion_rate)} | {len(feedback.problems)} | {statuses} |"
+        )
+    return (
+        f"J (mean score) = {_fmt_j(feedback.J)}; completion rate = {_fmt_j(feedback.completion_rate)}; "
+        f"statuses: {statuses}."
+    )
+
+
+def render_history(history: Sequence[Attempt]) -> str:
+    if not history:
+        return "None yet."
+    lines = []
+    for a in list(history)[-MAX_HISTORY:]:
+        head = f"Round {a.round}, candidate {a.index}: "
+        if not a.valid:
+            lines.append(head + f"invalid edit ({a.reason}).")
+        else:
+            lines.append(
+                head + f"J {_fmt_j(a.parent_J)} -> {_fmt_j(a.J)}. Edit: {cap(a.edit.strip(), CAP_CALL)!r}"
+            )
+    return "\n".join(lines)
+
+
+def build_prompt(
+    task: _TaskLike,
+    harness: Harness,
+    feedback: Any,
+    history: Sequence[Attempt] = (),
+    *,
+    style: Style = "canonical",
+    n_traces: int = 4,
+    rng_seed: int = 0,
+    prime: Prime = "search",
+) -> str:
+    """The revision prompt for ``harness`` given its ``feedback`` Evaluation (feedback split).
+
+    ``style="canonical"``: fixed section order, traces as labelled fields, aggregate as a
+    sentence. ``style="varied"``: another section order (``prompts/propose_varied.txt``), and,
+    chosen by ``rng_seed``, traces as JSON lines or fields and the aggregate as a table or a
+    sentence. Trace sampling is seeded by ``rng_seed``; the prompt is a pure function of the
+    arguments. It ends with ``PRIME`` (``prime="search"``) or with ``rewrite_tail(source)``
+    (``prime="rewrite"``; ``PRIME`` when the source has no multi-line ``solve``)."""
+    if style not in ("canonical", "varied"):
+        raise ValueError(f"unknown prompt style {style!r}")
+    if prime not in ("search", "rewrite"):
+        raise ValueError(f"unknown prompt prime {prime!r}")
+    rng = random.Random(rng_seed)
+    traces = sample_traces(feedback, n_traces, rng)
+    if style == "canonical":
+        trace_fmt, agg_fmt, name = "fields", "sentence", "propose"
+    else:
+        trace_fmt, agg_fmt, name = rng.choice(["fields", "json"]), rng.choice(["sentence", "table"]), "propose_varied"
+    rendered = "\n\n".join(render_trace(i + 1, _trace_fields(p), trace_fmt) for i, p in enumerate(traces))
+    text = Template(template(name)).substitute(
+        system=template("system"),
+        task=cap(task.description, 1500),
+        api=runtime_api_doc().strip(),
+        source=harness.source.rstrip("\n"),
+        n_problems=len(feedback.problems),
+        aggregate=render_aggregate(feedback, agg_fmt),
+        traces=rendered or "(no problems)",
+        history=render_history(history),
+        format=template("format"),
+        example=template("few_shot"),
+        instruction=template("instruction"),
+    )
+    tail = (rewrite_tail(harness.source) if prime == "rewrite" else None) or PRIME
+    return text + "\n" + tail
+
+
+def rewrite_tail(source: str) -> str | None:
+    """``PRIME`` + the lines of the top-level ``solve`` function + the divider + its header
+    (the ``def`` line(s)), or None when there is no such function with a body on its own lines."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "solve"]
+    if not fns or fns[-1].end_lineno is None:
+        return None
+    fn = fns[-1]
+    start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+    if fn.body[0].lineno <= fn.lineno:
+        return None
+    lines = source.split("\n")
+    whole = "\n".join(lines[start - 1 : fn.end_lineno])
+    header = "\n".join(lines[start - 1 : fn.body[0].lineno - 1])
+    return PRIME + whole + "\n=======\n" + header + "\n"
+
+
+def primed_tail(prompt: str) -> str:
+    """The open block a prompt ends with (from its last ``PRIME``), or "" if it ends with none."""
+    i = prompt.rfind(PRIME)
+    if i == -1 or _END_MARKER.search(prompt, i):
+        return ""
+    return prompt[i:]
+
+
+def as_proposal(completion: str, prompt: str | None = None) -> str:
+    """The proposal text for a completion of ``prompt``: the completion as is when it contains a
+    SEARCH marker of its own (a model that repeats it, a scripted proposer that writes whole
+    blocks), else the prompt's primed tail (``PRIME`` when no prompt is given) + completion."""
+    if _SEARCH_MARKER.search(completion):
+        return completion
+    return (PRIME if prompt is None else primed_tail(prompt)) + completion
+
+
+def candidate_seed(seed: int, round: int, index: int) -> int:
+    """The sampling seed of candidate ``index`` in ``round``: fixed per (seed, round, index), so
+    a resumed run re-samples exactly the proposals it had not recorded."""
+    return (seed * 1_000_003 + round * 10_007 + index) % (2**31 - 1)
+
+
+async def sample_one(
+    proposer: ModelBackend, prompt: str, *, temperature: float = 0.8, max_tokens: int = 1024,
+    seed: int = 0, rewrite: bool = False,
+) -> tuple[str, Completion, GenerateRequest]:
+    """One proposal: (proposal text, the raw Completion, the request). InfraError propagates.
+
+    ``rewrite`` (for prompts built with ``prime="rewrite"``): the completion is the body of the
+    new ``solve``, decoded the HumanEval way: generation stops at a REPLACE, SEARCH or divider
+    marker, the body ends at its first non-indented non-empty line (dropped with all after it),
+    and the REPLACE marker is added when the body ended (at a stop, a dedent, or end of text
+    before ``max_tokens``). A body cut by ``max_tokens`` gets no marker and stays invalid."""
+    req = GenerateRequest(
+        prompt=prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=seed,
+        stop=(END, "\n<<<<<<<", "\n=======") if rewrite else None,
+    )
+    completion = await proposer.generate(req)
+    text = completion.text
+    if rewrite and not _END_MARKER.search(text):
+        body, ended = end_of_body(text)
+        if ended or completion.completion_tokens < max_tokens:
+            text = body.rstrip("\n") + "\n" + END + "\n"
+    return as_proposal(text, prompt), completion, req
+
+
+def end_of_body(text: str) -> tuple[str, bool]:
+    """``text`` up to its first non-empty line that is not indented, and whether one was found."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() and not line[0].isspace():
+            return "\n".join(lines[:i]), True
+    return text, False
+
+
+async def propose(
+    proposer: ModelBackend, prompt: str, k: int, *, temperature: float = 0.8, max_tokens: int = 1024,
+    seed: int = 0,
+) -> list[str]:
+    """``k`` proposal texts, candidate ``i`` sampled with seed ``seed + i`` (one request each,
+    so that any single candidate can be re-sampled alone)."""
+    out = []
+    for i in range(k):
+        text, _, _ = await sample_one(proposer, prompt, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
+        out.append(text)
+    return out

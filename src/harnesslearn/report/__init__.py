@@ -1,0 +1,156 @@
+"""The HTML report of a run directory: one self-contained file plus PNG plots.
+
+``write_report(run_dir)`` writes ``RUN_DIR/report.html`` (plots embedded as base64 data URIs,
+no external script, style sheet, font or network fetch) and the same plots as
+``RUN_DIR/plots/*.png``. It reads the run through the store and works on partial runs: a
+section with nothing recorded says so.
+
+Layout of this package: ``data`` (what to show, from the store), ``plots`` (matplotlib, Agg,
+PNG bytes), ``sections`` (one HTML function per section), ``render`` (escaping, tables,
+diffs, the page template ``template.html``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harnesslearn.fsutil import atomic_write_text
+from harnesslearn.report import plots, sections
+from harnesslearn.report.data import RunView, open_store, reward_series
+from harnesslearn.report.render import esc, img, page, table, td
+from harnesslearn.store import Store
+
+__all__ = ["Report", "render_report", "write_report"]
+
+REPORT_NAME = "report.html"
+PLOTS_DIR = "plots"
+
+
+@dataclass
+class Report:
+    path: Path
+    plots: list[Path] = field(default_factory=list)
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write ``report.html`` (and ``plots/*.png``) into ``run_dir``; return the report's path.
+    A missing or non-run directory is a UserError."""
+    return render_report(run_dir).path
+
+
+def render_report(run_dir: str | Path) -> Report:
+    """``write_report`` that also returns the paths of the PNG files written."""
+    d = Path(run_dir)
+    store = open_store(d)
+    try:
+        pngs: dict[str, bytes] = {}
+        body = _body(store, d, pngs)
+    finally:
+        store.close()
+    out = Report(path=d / REPORT_NAME)
+    for name, data in pngs.items():
+        p = d / PLOTS_DIR / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, p)
+        out.plots.append(p)
+    atomic_write_text(out.path, page(f"harnesslearn report: {d.resolve().name}", body))
+    os.chmod(out.path, 0o644)  # a report is meant to be read (mkstemp creates 0600)
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60] or "run"
+
+
+def _figure(pngs: dict[str, bytes], name: str, png: bytes | None, alt: str, caption: str = "") -> str:
+    """Register a plot to be written as ``plots/NAME`` and return its embedded <figure>."""
+    if png is None:
+        return f'<p class="empty">{esc(alt)}: nothing to plot yet</p>'
+    pngs[name] = png
+    cap = f"<figcaption class=\"note\">{esc(caption)}</figcaption>" if caption else ""
+    return f"<figure>{img(name, png, alt)}{cap}</figure>"
+
+
+def _body(store: Store, run_dir: Path, pngs: dict[str, bytes]) -> str:
+    views = [RunView.load(store, r) for r in store.runs()]
+    rewards = reward_series(store)
+    parts = [f"<h1>harnesslearn report: {esc(run_dir.resolve().name)}</h1>"]
+    nav = [f'<a href="#run-{i}">{esc(v.id)}</a>' for i, v in enumerate(views)]
+    if rewards:
+        nav.append('<a href="#training">training rewards</a>')
+    parts.append("<nav>" + "".join(nav) + "</nav>")
+    if not views and not rewards:
+        parts.append('<p class="empty">this run directory has no runs recorded yet</p>')
+    if len(views) > 1:
+        parts.append("<h2>Comparison</h2>" + _comparison(views))
+    for i, v in enumerate(views):
+        parts.append(_run_section(v, i, pngs))
+    if rewards:
+        parts.append(_training_section(rewards, pngs))
+    return "\n".join(parts)
+
+
+def _comparison(views: list[RunView]) -> str:
+    """One row per run: strategy, best harness J on both splits, and the solver budget used."""
+    rows = []
+    for v in views:
+        best = v.best_id or ""
+        spent = [r for r in v.budget_rows() if r["what"].startswith("solver")]
+        rows.append([
+            td(v.id), td(v.run.get("strategy")), td(v.run.get("status")),
+            td(v.j_by_harness("score").get(best), "num"), td(v.j_by_harness("test").get(best), "num"),
+            td(sum(r["calls"] for r in spent), "num"), td(sum(r["tokens"] for r in spent), "num"),
+        ])
+        oracle = v.oracle_test_j()
+        if oracle is not None:
+            rows.append([td(f"{v.id}: oracle best-of-N"), '<td class="upper">upper bound (selected on test)</td>',
+                         td(""), td(None, "num"), td(oracle, "num"), td(None, "num"), td(None, "num")])
+    return table(["run", "strategy", "status", "best: score J", "best: test J", "solver calls", "solver tokens"], rows)
+
+
+def _run_section(v: RunView, i: int, pngs: dict[str, bytes]) -> str:
+    slug = f"{i}-{_slug(v.id)}"
+    best_score, best_test, cands = v.j_series()
+    oracle = v.oracle_test_j()
+    j_png = plots.j_per_round(best_score, best_test, cands, oracle, title=f"J per round: {v.id}")
+    val_png = plots.validity_per_round(v.validity_series(), title=f"Validity rates per round: {v.id}")
+    j_caption = "Best = the harness selected on the score split after each round."
+    if oracle is not None:
+        j_caption += " The oracle best-of-N line is selected on the test split: an upper bound, not a result."
+    return "\n".join([
+        f'<h2 id="run-{i}">Run {esc(v.id)}</h2>',
+        sections.summary(v),
+        "<h3>J per round</h3>",
+        _figure(pngs, f"{slug}-j_per_round.png", j_png, "J per round", j_caption),
+        "<h3>Validity rates per round</h3>",
+        _figure(pngs, f"{slug}-validity.png", val_png, "validity rates per round",
+                "parsed / produced / valid: shares of proposals; completion: mean completion rate of the "
+                "round's candidates on the score split."),
+        "<h3>Lineage</h3>",
+        sections.lineage(v),
+        "<h3>Diffs between consecutive best harnesses</h3>",
+        sections.best_diffs(v),
+        "<h3>Per-problem results (test split)</h3>",
+        sections.problems(v),
+        "<h3>Failure taxonomy</h3>",
+        sections.taxonomy(v),
+        "<h3>Proposals</h3>",
+        sections.proposals(v),
+        "<h3>Budgets used</h3>",
+        sections.budgets(v),
+    ])
+
+
+def _training_section(rewards: dict[str, dict[str, list[tuple[float, float]]]], pngs: dict[str, bytes]) -> str:
+    parts = ['<h2 id="training">Training rewards</h2>',
+             '<p class="note">Mean per step over contexts and candidates. reward = J + 0.05·parsed + '
+             "0.10·produced + 0.15·completion rate.</p>"]
+    for j, (rid, series) in enumerate(rewards.items()):
+        png = plots.reward_curves(series, title=f"Training reward components: {rid}")
+        parts.append(f"<h3>{esc(rid)}</h3>" + _figure(pngs, f"train-{j}-{_slug(rid)}-rewards.png", png, "reward curves"))
+    return "\n".join(parts)

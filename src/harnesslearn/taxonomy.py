@@ -1,0 +1,204 @@
+"""Failure taxonomy: why a problem failed, automatically, from its run record.
+
+Classes, checked in this order for a problem whose score is below 1:
+
+1. ``timeout_or_budget``: the run ended with status timeout, budget_exceeded or memory.
+2. ``communication``: a model or tool call failed (it carries an error, or the python tool
+   answered ``"Error: ..."``) or returned unusable output (an empty/whitespace completion).
+   A harness_error whose run contains such a call lands here: the exception followed a failed
+   exchange between components.
+3. ``harness_error``: status harness_error, crash, no_result or bad_result with no failed call.
+4. ``extraction``: the gold answer (or one of its aliases) appears as a whole token in some
+   call's output (a solver completion or a python tool result) but the returned answer is not
+   that gold answer (after lower-casing and collapsing whitespace).
+5. ``reasoning``: none of the above: the components talked fine and the solver got it wrong.
+
+Not classified (``None``): a full score, or an infrastructure failure (score None).
+
+What it does not catch: a gold answer written differently in a completion (``6.0`` vs ``6``,
+``six``) is not an extraction failure; a completion that is non-empty but garbage counts as
+reasoning, not communication; a short gold answer ("1", "a") may appear in a completion by
+accident and make a reasoning failure look like extraction.
+
+``find_answer_tables`` flags a literal question->answer table in a harness source (see there).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class FailureKind(StrEnum):
+    HARNESS_ERROR = "harness_error"
+    TIMEOUT_OR_BUDGET = "timeout_or_budget"
+    EXTRACTION = "extraction"
+    COMMUNICATION = "communication"
+    REASONING = "reasoning"
+
+
+_BUDGET_STATUSES = {"timeout", "budget_exceeded", "memory"}
+_HARNESS_STATUSES = {"harness_error", "crash", "no_result", "bad_result"}
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def _texts(value: Any) -> list[str]:
+    """All strings inside a call response (a str, a list of completions, a list of dicts...)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, Iterable):
+        return [t for v in value for t in _texts(v)]
+    return [str(value)]
+
+
+def gold_aliases(gold: Any) -> list[str]:
+    """Gold answer(s) as normalised strings. A JSON list stored as text is decoded."""
+    if isinstance(gold, str) and gold.startswith("["):
+        try:
+            gold = json.loads(gold)
+        except json.JSONDecodeError:
+            pass
+    return [a for a in (_norm(t) for t in _texts(gold)) if a]
+
+
+def _contains_token(haystack: str, needle: str) -> bool:
+    pattern = r"(?<![\w.])" + re.escape(needle) + r"(?![\w])"
+    return re.search(pattern, _norm(haystack)) is not None
+
+
+def _get(call: Any, name: str) -> Any:
+    return call.get(name) if isinstance(call, Mapping) else getattr(call, name, None)
+
+
+def _call_failed(call: Any) -> bool:
+    if _get(call, "error"):
+        return True
+    kind, texts = _get(call, "kind"), _texts(_get(call, "response"))
+    if kind == "model":
+        return not texts or all(not t.strip() for t in texts)
+    if kind == "python":
+        return any(t.lstrip().startswith("Error:") for t in texts)
+    return False
+
+
+def classify(
+    *, status: str, score: float | None, answer: str | None, gold: Any, calls: Sequence[Any] = ()
+) -> FailureKind | None:
+    """The failure class of one problem, or None when it did not fail (or was not scored).
+    ``calls`` are CallRecord objects or store rows (dicts with kind, response, error)."""
+    if score is None or score >= 1.0 or status == "infra_error":
+        return None
+    if status in _BUDGET_STATUSES:
+        return FailureKind.TIMEOUT_OR_BUDGET
+    if any(_call_failed(c) for c in calls):
+        return FailureKind.COMMUNICATION
+    if status in _HARNESS_STATUSES:
+        return FailureKind.HARNESS_ERROR
+    golds = gold_aliases(gold)
+    outputs = [t for c in calls for t in _texts(_get(c, "response"))]
+    returned = _norm(answer or "")
+    if returned not in golds and any(_contains_token(o, g) for o in outputs for g in golds):
+        return FailureKind.EXTRACTION
+    return FailureKind.REASONING
+
+
+def classify_result(problem: Any) -> FailureKind | None:
+    """``classify`` for an evaluation.ProblemResult (uses its run record's calls)."""
+    record = getattr(problem, "record", None)
+    return classify(
+        status=str(problem.status),
+        score=problem.score,
+        answer=problem.answer,
+        gold=problem.gold,
+        calls=list(getattr(record, "calls", None) or []),
+    )
+
+
+def rollup(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Counts per family and failure class from rows with ``family`` and ``taxonomy`` keys
+    (store.problem_records rows). Rows without a taxonomy (successes) are skipped."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        kind = r.get("taxonomy")
+        if not kind:
+            continue
+        fam = r.get("family") or "unknown"
+        out.setdefault(fam, {k.value: 0 for k in FailureKind})
+        out[fam][kind] = out[fam].get(kind, 0) + 1
+    return out
+
+
+# ---------------------------------------------------------------- answer tables
+
+
+@dataclass(frozen=True)
+class TableFlag:
+    kind: str  # "question_literal" | "dict_literal" | "pair_list"
+    line: int
+    detail: str
+
+
+MIN_TABLE_ENTRIES = 8
+MIN_QUESTION_CHARS = 12
+
+
+def _const_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _is_const(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str | int | float)
+
+
+def find_answer_tables(source: str, questions: Iterable[str] = ()) -> list[TableFlag]:
+    """Flag a literal question->answer table in a harness source (AST scan; never executes).
+
+    Flags: (a) ``question_literal``: a string constant that contains one of ``questions``
+    (normalised, at least MIN_QUESTION_CHARS long); (b) ``dict_literal``: a dict display with at
+    least MIN_TABLE_ENTRIES entries whose keys are all string constants and values constants;
+    (c) ``pair_list``: a list/tuple/set display of at least MIN_TABLE_ENTRIES 2-tuples of
+    constants with a string first element.
+
+    Does not catch: tables built at run time (split/joined/encoded/compressed strings, base64,
+    arithmetic on keys), tables smaller than the threshold, answers embedded in a prompt as
+    prose that does not repeat a known question verbatim. May flag legitimate constant maps
+    (e.g. a word->digit map of eight or more entries); a flag is evidence to look at, not proof.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    qs = [q for q in (_norm(q) for q in questions) if len(q) >= MIN_QUESTION_CHARS]
+    flags: list[TableFlag] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        s = _const_str(node)
+        if s is not None and qs:
+            ns = _norm(s)
+            hit = next((q for q in qs if q in ns), None)
+            if hit is not None:
+                flags.append(TableFlag("question_literal", line, f"contains a problem question: {hit[:60]!r}"))
+        if isinstance(node, ast.Dict) and len(node.keys) >= MIN_TABLE_ENTRIES:
+            if all(_const_str(k) is not None for k in node.keys) and all(_is_const(v) for v in node.values):
+                flags.append(TableFlag("dict_literal", line, f"dict literal with {len(node.keys)} constant entries"))
+        if isinstance(node, ast.List | ast.Tuple | ast.Set) and len(node.elts) >= MIN_TABLE_ENTRIES:
+            pairs = [
+                e for e in node.elts
+                if isinstance(e, ast.Tuple) and len(e.elts) == 2 and _const_str(e.elts[0]) is not None
+                and _is_const(e.elts[1])
+            ]
+            if len(pairs) == len(node.elts):
+                flags.append(TableFlag("pair_list", line, f"{len(pairs)} literal (key, value) pairs"))
+    return flags

@@ -1,0 +1,232 @@
+"""Test-time adaptation through the real CLI, executor and ``python:`` models (issue 5 must-holds),
+plus strategy, resume and failure-typing properties through the library."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnesslearn.errors import InfraError, UserError
+
+MODELS = '''
+import time
+
+def garbage(prompt, **kw):
+    return "banana"
+
+EDIT = """<<<<<<< SEARCH
+    prompt = f"Question: {question}\\\\nAnswer:"
+    completion = model(prompt, max_tokens=64, temperature=0.0, stop=["\\\\n"])
+    return completion.strip()
+=======
+    import re
+    a, b = re.findall(r"-?\\\\d+", question)[:2]
+    return str(int(a) + int(b) + OFFSET)
+>>>>>>> REPLACE
+"""
+
+def compute(prompt, **kw):
+    return "I will compute it.\\n" + EDIT.replace("OFFSET", "0")
+
+def never_applies(prompt, **kw):
+    return "<<<<<<< SEARCH\\nthis line is not in the harness\\n=======\\nx\\n>>>>>>> REPLACE\\n"
+
+def slow_mixed(prompt, seed=None, **kw):
+    time.sleep(0.4)
+    if seed % 3 == 0:
+        return "no edit here"
+    return EDIT.replace("OFFSET", str(seed % 2))
+'''
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("adapt")
+    rng = random.Random(0)
+    with (d / "arith.jsonl").open("w") as f:
+        for i in range(200):
+            a, b = rng.randint(1, 99), rng.randint(1, 99)
+            f.write(json.dumps({"id": f"q{i}", "question": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n")
+    (d / "models.py").write_text(MODELS)
+    return {"dir": d, "task": d / "arith.jsonl", "models": d / "models.py"}
+
+
+def _args(env: dict[str, Path], proposer: str, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", f"jsonl:{env['task']}",
+        "--solver", f"python:{env['models']}:garbage", "--proposer", f"python:{env['models']}:{proposer}",
+        "--run-dir", str(run_dir), "--n-feedback", "4", "--n-score", "8", "--n-test", "10", "--json", *extra,
+    ]
+
+
+def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HARNESSLEARN_PROGRESS": "0"})
+
+
+def _db(run_dir: Path) -> sqlite3.Connection:
+    c = sqlite3.connect(run_dir / "runs.sqlite")
+    c.row_factory = sqlite3.Row
+    return c
+
+
+def test_compute_edit_lifts_test_J_in_one_round(env: dict[str, Path]) -> None:
+    rd = env["dir"] / "lift"
+    p = _cli(_args(env, "compute", rd, "--rounds", "1", "--candidates", "1"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    for key in ("run_dir", "strategy", "best_harness_id", "seed_score_J", "seed_test_J", "score_J", "test_J",
+                "proposals", "valid_proposals", "solver_calls"):
+        assert key in out
+    assert out["seed_test_J"] < 0.9 <= out["test_J"]
+    assert out["best_harness_id"] != out["seed_harness_id"] and out["lineage"][-1] == out["best_harness_id"]
+    row = _db(rd).execute("SELECT parent_id, edit FROM harnesses WHERE id = ?", (out["best_harness_id"],)).fetchone()
+    assert row["parent_id"] == out["seed_harness_id"] and "<<<<<<< SEARCH" in row["edit"]
+    assert (rd / "harnesses" / f"{out['best_harness_id']}.py").read_text().count("re.findall") == 1
+
+
+def test_edits_that_never_apply_keep_the_seed(env: dict[str, Path]) -> None:
+    rd = env["dir"] / "never"
+    p = _cli(_args(env, "never_applies", rd, "--rounds", "2", "--candidates", "2"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["best_harness_id"] == out["seed_harness_id"] and out["valid_proposals"] == 0
+    assert out["proposals"] == 4 and out["test_J"] == out["seed_test_J"] and out["invalid_reasons"] == {"not_found": 4}
+    rows = _db(rd).execute("SELECT valid, reason, raw FROM proposals").fetchall()
+    assert len(rows) == 4 and all(r["valid"] == 0 and r["reason"] == "not_found" and r["raw"] for r in rows)
+
+
+def test_existing_run_dir_without_resume_is_refused_untouched(env: dict[str, Path]) -> None:
+    rd = env["dir"] / "exists"
+    rd.mkdir()
+    (rd / "keep.txt").write_text("mine")
+    p = _cli(_args(env, "compute", rd))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--resume" in p.stderr
+    assert sorted(x.name for x in rd.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_an_uninterrupted_run(env: dict[str, Path]) -> None:
+    extra = ("--rounds", "3", "--candidates", "3")
+    full = _cli(_args(env, "slow_mixed", env["dir"] / "full", *extra))
+    assert full.returncode == 0, full.stderr[-2000:]
+    rd = env["dir"] / "killed"
+    proc = subprocess.Popen(_args(env, "slow_mixed", rd, *extra), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "HARNESSLEARN_PROGRESS": "0"})
+    n, deadline = 0, time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (rd / "runs.sqlite").exists():
+            try:
+                n = _db(rd).execute("SELECT COUNT(*) FROM proposals").fetchone()[0]
+            except sqlite3.OperationalError:
+                n = 0
+            if n >= 4:
+                break
+        time.sleep(0.1)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 4 <= n < 9
+    resumed = _cli(_args(env, "slow_mixed", rd, *extra, "--resume"))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    a, b = json.loads(full.stdout), json.loads(resumed.stdout)
+    for key in ("best_harness_id", "score_J", "test_J", "seed_score_J", "seed_test_J", "proposals",
+                "valid_proposals", "solver_calls", "rounds", "lineage"):
+        assert a[key] == b[key], key
+    assert _db(rd).execute("SELECT COUNT(*) FROM proposals").fetchone()[0] == 9
+
+
+# ---------------------------------------------------------------- library-level properties
+
+
+def _lib(env: dict[str, Path], proposer: str) -> tuple[Any, Any, Any]:
+    from harnesslearn.models import load_model
+    from harnesslearn.tasks import load_task
+
+    return (load_task(f"jsonl:{env['task']}"), load_model(f"python:{env['models']}:garbage"),
+            load_model(f"python:{env['models']}:{proposer}"))
+
+
+def test_compare_runs_both_strategies_at_the_same_proposal_budget(env: dict[str, Path]) -> None:
+    from harnesslearn.adapt import ORACLE_LABEL, adapt
+    from harnesslearn.store import Store
+
+    task, solver, proposer = _lib(env, "compute")
+    rd = env["dir"] / "compare"
+    r = asyncio.run(adapt(task, solver, proposer, strategy="compare", rounds=2, candidates=1, run_dir=rd,
+                          n_feedback=2, n_score=4, n_test=4, progress=False))
+    c = r.compare
+    assert c is not None and set(c) == {"sequential", "independent"}
+    assert c["sequential"]["proposals"] == c["independent"]["proposals"] == 2
+    assert c["independent"]["oracle"]["label"] == ORACLE_LABEL and "upper bound" in ORACLE_LABEL
+    assert c["independent"]["test_J"] == 1.0 and c["sequential"]["solver_calls"] > 0
+    with Store.open(rd) as s:
+        assert {x["id"] for x in s.runs()} == {"sequential", "independent"}
+        assert all(x["status"] == "done" for x in s.runs())
+
+
+def test_resume_with_other_settings_is_a_user_error(env: dict[str, Path]) -> None:
+    from harnesslearn.adapt import adapt
+
+    task, solver, proposer = _lib(env, "never_applies")
+    rd = env["dir"] / "settings"
+    kw: dict[str, Any] = dict(rounds=1, candidates=1, run_dir=rd, n_feedback=2, n_score=2, n_test=2, progress=False)
+    asyncio.run(adapt(task, solver, proposer, **kw))
+    with pytest.raises(UserError, match="candidates"):
+        asyncio.run(adapt(task, solver, proposer, **{**kw, "candidates": 2, "resume": True}))
+
+
+def test_infra_failure_is_not_stored_and_stops_the_run(env: dict[str, Path]) -> None:
+    from harnesslearn.adapt import adapt
+    from harnesslearn.evaluation import Evaluation, ProblemResult
+    from harnesslearn.sandbox.records import RunRecord, Status
+    from harnesslearn.store import Store
+
+    async def infra_eval(h: Any, task: Any, split: str, n: int, seed: int, *a: Any) -> Evaluation:
+        rec = RunRecord("p", Status.INFRA_ERROR, error="solver down")
+        p = ProblemResult("p", "q", "1", None, {}, "infra_error", None, 0, 0, 0.0, "solver down", rec)
+        return Evaluation(h.id, task.spec, split, 1, seed, None, None, 0, 0, 0.0, [p])
+
+    task, solver, proposer = _lib(env, "compute")
+    rd = env["dir"] / "infra"
+    with pytest.raises(InfraError):
+        asyncio.run(adapt(task, solver, proposer, rounds=1, candidates=1, run_dir=rd, n_feedback=1, n_score=1,
+                          n_test=1, progress=False, executor=object(), evaluate_fn=infra_eval))
+    with Store.open(rd) as s:
+        assert s.evaluations() == [] and s.run("sequential")["status"] == "running"  # type: ignore[index]
+
+
+def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[str, Path]) -> None:
+    from harnesslearn.adapt import adapt
+    from harnesslearn.store import Store
+
+    task, solver, proposer = _lib(env, "compute")
+    rd = env["dir"] / "seq"
+    r = asyncio.run(adapt(task, solver, proposer, rounds=2, candidates=1, run_dir=rd, n_feedback=2, n_score=4,
+                          n_test=4, progress=False))
+    with Store.open(rd) as s:
+        props = s.proposals("sequential")
+        assert props[0]["parent_id"] == r.seed_harness_id and props[1]["parent_id"] == r.best_harness_id
+        assert props[1]["reason"] == "not_found"  # its SEARCH text is gone from the revised harness
+    assert [x["improved"] for x in r.rounds] == [True, False]
+
+    (env["dir"] / "same.py").write_text(
+        "def fn(prompt, **kw):\n    return '<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n"
+        "    return completion.strip() + \"\"\\n>>>>>>> REPLACE\\n'\n")
+    from harnesslearn.models import load_model
+
+    same = load_model(f"python:{env['dir'] / 'same.py'}:fn")
+    r2 = asyncio.run(adapt(task, solver, same, rounds=1, candidates=1, run_dir=env["dir"] / "tie", n_feedback=2,
+                           n_score=4, n_test=4, progress=False))
+    assert r2.valid_proposals == 1 and r2.best_harness_id == r2.seed_harness_id  # equal J keeps the seed

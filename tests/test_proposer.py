@@ -1,0 +1,135 @@
+"""Proposer prompt: contents, caps, determinism, styles; sampling seeds; the SEARCH prime."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from harnesslearn.evaluation import Evaluation, ProblemResult
+from harnesslearn.harness import Harness, runtime_api_doc, seed_source
+from harnesslearn.models import load_model
+from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+from harnesslearn.proposer import PRIME, Attempt, as_proposal, build_prompt, candidate_seed, propose
+from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
+
+
+class _Task:
+    description = "Add two integers. Answer with the number only."
+
+
+def _feedback() -> Evaluation:
+    probs = []
+    for i in range(6):
+        ok = i % 3 == 0
+        rec = RunRecord(f"p{i}", Status.OK, answer="x",
+                        calls=[CallRecord("model", {"prompt": f"Question: {i}+1\nAnswer:"}, "LONG" * 500)])
+        probs.append(ProblemResult(f"p{i}", f"What is {i} + 1? " + "pad " * 400, str(i + 1), 1.0 if ok else 0.0,
+                                   {}, "ok", str(i + 1) if ok else "garbage", 1, 5, 0.1,
+                                   None if ok else "Traceback...\nValueError: boom", rec))
+    return Evaluation("h", "jsonl:x", "feedback", 6, 0, 2 / 6, 1.0, 6, 30, 0.5, probs)
+
+
+def test_prompt_holds_every_section_and_ends_with_prime() -> None:
+    h = Harness(seed_source("minimal"))
+    hist = [Attempt(1, 0, False, "not_found", 0.3, None, "junk"), Attempt(1, 1, True, None, 0.3, 0.5, "EDIT-X")]
+    p = build_prompt(_Task(), h, _feedback(), hist)
+    assert _Task.description in p and h.source.strip() in p
+    assert runtime_api_doc().strip()[:200] in p
+    assert "J (mean score) = 0.333" in p and "ok 6" in p
+    assert "Gold answer:" in p and "Harness answer: garbage" in p and "ValueError: boom" in p
+    assert "invalid edit (not_found)" in p and "0.300 -> 0.500" in p and "EDIT-X" in p
+    assert ">>>>>>> REPLACE" in p and p.endswith(PRIME)
+
+
+def test_traces_are_capped_and_failures_first() -> None:
+    p = build_prompt(_Task(), Harness(seed_source("minimal")), _feedback(), n_traces=2)
+    assert "LONG" * 100 not in p and "pad " * 300 not in p
+    assert p.count("### Problem") == 2 and "score 1.0" not in p  # 4 failures exist: both sampled are failures
+    assert len(p) < 12000
+
+
+def test_prompt_is_deterministic_and_varied_style_differs() -> None:
+    h, fb = Harness(seed_source("minimal")), _feedback()
+    assert build_prompt(_Task(), h, fb, rng_seed=3) == build_prompt(_Task(), h, fb, rng_seed=3)
+    v = build_prompt(_Task(), h, fb, style="varied", rng_seed=3)
+    assert v != build_prompt(_Task(), h, fb, rng_seed=3) and h.source.strip() in v and v.endswith(PRIME)
+    assert len({build_prompt(_Task(), h, fb, style="varied", rng_seed=s) for s in range(6)}) > 1
+
+
+def test_as_proposal_adds_the_prime_only_when_missing() -> None:
+    assert as_proposal("x\n=======\ny\n>>>>>>> REPLACE") == PRIME + "x\n=======\ny\n>>>>>>> REPLACE"
+    full = "Edit:\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n"
+    assert as_proposal(full) == full
+
+
+class _Recorder(ModelBackend):
+    spec = "rec:x"
+
+    def __init__(self) -> None:
+        self.requests: list[GenerateRequest] = []
+
+    async def generate(self, request: GenerateRequest) -> Completion:
+        self.requests.append(request)
+        return Completion([f"seed {request.seed}"])
+
+
+def test_propose_seeds_each_candidate() -> None:
+    m = _Recorder()
+    out = asyncio.run(propose(m, "P\n" + PRIME, 3, seed=10))
+    assert [r.seed for r in m.requests] == [10, 11, 12] and out[0] == PRIME + "seed 10"
+    assert candidate_seed(0, 1, 0) != candidate_seed(0, 1, 1) != candidate_seed(0, 2, 0)
+
+
+def test_propose_through_a_python_model(tmp_path: Any) -> None:
+    f = tmp_path / "prop.py"
+    f.write_text("def fn(prompt, **kw):\n    return 'x\\n=======\\ny\\n>>>>>>> REPLACE\\n'\n")
+    m = load_model(f"python:{f}:fn")
+    out = asyncio.run(propose(m, "P\n" + PRIME, 2))
+    assert out == [PRIME + "x\n=======\ny\n>>>>>>> REPLACE\n"] * 2
+
+
+def test_rewrite_prime_opens_a_block_on_solve() -> None:
+    from harnesslearn.edits import apply_proposal
+
+    h = Harness(seed_source("minimal"))
+    p = build_prompt(_Task(), h, _feedback(), prime="rewrite")
+    assert p.endswith("=======\ndef solve(model, question):\n") and "<<<<<<< SEARCH\ndef solve(" in p
+    r = apply_proposal(h.source, as_proposal("    return '1'\n>>>>>>> REPLACE\n", p))
+    assert r.valid and r.source is not None and "return '1'" in r.source and '"""Seed harness' in r.source
+
+
+class _Stopper(ModelBackend):
+    """Returns fixed text, honouring stop strings like a real server."""
+
+    spec = "stop:x"
+
+    def __init__(self, text: str, tokens: int) -> None:
+        self.text, self.tokens = text, tokens
+
+    async def generate(self, request: GenerateRequest) -> Completion:
+        from harnesslearn.models.common import apply_stop
+
+        return Completion([apply_stop(self.text, request.stop)], completion_tokens=self.tokens)
+
+
+def _rewrite(text: str, tokens: int) -> str:
+    from harnesslearn.proposer import sample_one
+
+    p = build_prompt(_Task(), Harness(seed_source("minimal")), _feedback(), prime="rewrite")
+    out, _, _ = asyncio.run(sample_one(_Stopper(text, tokens), p, max_tokens=64, rewrite=True))
+    return out
+
+
+def test_rewrite_decoding_ends_the_body_like_humaneval() -> None:
+    from harnesslearn.edits import apply_proposal
+
+    src = seed_source("minimal")
+    # stops at the first marker; junk after it never reaches the edit
+    out = _rewrite("    return '1'\n>>>>>>> REPLACE\n<<<<<<< SEARCH\nbroken", 20)
+    assert "broken" not in out and apply_proposal(src, out).valid
+    # prose after the body (a dedented line) ends it
+    out = _rewrite("    return '2'\n\nan edit that does things:\n", 20)
+    assert "an edit" not in out and apply_proposal(src, out).valid
+    # cut by max_tokens inside the body: no marker added, the edit stays invalid
+    out = _rewrite("    return (", 64)
+    assert ">>>>>>> REPLACE" not in out and not apply_proposal(src, out).valid

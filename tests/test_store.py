@@ -1,0 +1,145 @@
+"""The run store: migrations, transactional writes, cache-key lookups, lineage, read helpers."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harnesslearn.errors import UserError
+from harnesslearn.harness import Harness, seed_source
+from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
+from harnesslearn.store import MIGRATIONS, Store
+
+
+@dataclass
+class _P:
+    id: str
+    question: str
+    gold: Any
+    score: float | None
+    details: dict[str, float]
+    status: str
+    answer: str | None
+    calls: int
+    tokens: int
+    wall_s: float
+    error: str | None
+    record: RunRecord | None = None
+
+
+@dataclass
+class _E:
+    harness_id: str
+    task: str = "jsonl:x"
+    split: str = "score"
+    n: int = 2
+    seed: int = 0
+    J: float | None = 0.5
+    completion_rate: float | None = 1.0
+    solver_calls: int = 2
+    tokens: int = 10
+    wall_s: float = 0.1
+    problems: list[Any] = field(default_factory=list)
+
+
+def _problems() -> list[_P]:
+    rec = RunRecord(
+        "p0", Status.OK, answer="4", calls=[CallRecord("model", {"prompt": "2+2"}, "4", 3, 1, 0.01)]
+    )
+    return [
+        _P("p0", "2+2", "4", 1.0, {}, "ok", "4", 1, 4, 0.01, None, rec),
+        _P("p1", "3+3", ["6", "six"], 0.0, {}, "harness_error", None, 0, 0, 0.01, "ValueError: x"),
+    ]
+
+
+def test_migrations_are_named_ordered_and_idempotent(tmp_path: Path) -> None:
+    s = Store.open(tmp_path / "r")
+    assert s.migrations() == [name for name, _ in MIGRATIONS]
+    s.close()
+    s2 = Store.open(tmp_path / "r")
+    assert s2.migrate() == []  # nothing re-applied
+    assert s2.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert s2.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_open_without_create_refuses_missing_dir(tmp_path: Path) -> None:
+    with pytest.raises(UserError):
+        Store.open(tmp_path / "nope", create=False)
+
+
+def test_evaluation_roundtrip_and_cache_key(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    h = Harness(seed_source("minimal"), name="minimal")
+    s.create_run("sequential", {"seed": 0}, strategy="sequential")
+    s.add_harness(h, run_id="sequential", round=0)
+    ev = _E(h.id, problems=_problems())
+    eid = s.save_evaluation("sequential", ev, purpose="score", taxonomy=[None, "harness_error"])
+    found = s.find_evaluation("sequential", h.id, "jsonl:x", "score", 2, 0)
+    assert found is not None and found["id"] == eid and found["J"] == 0.5
+    assert s.find_evaluation("sequential", h.id, "jsonl:x", "test", 2, 0) is None
+    recs = s.problem_records(eid)
+    assert [r["problem_id"] for r in recs] == ["p0", "p1"]
+    assert recs[1]["gold"] == '["6", "six"]' and recs[1]["taxonomy"] == "harness_error"
+    calls = s.model_calls(evaluation_id=eid)
+    assert len(calls) == 1 and calls[0]["request"] == {"prompt": "2+2"} and calls[0]["problem_id"] == "p0"
+    with pytest.raises(sqlite3.IntegrityError):  # the cache key is unique
+        s.save_evaluation("sequential", ev)
+
+
+def test_evaluation_write_is_all_or_nothing(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    h = Harness(seed_source("minimal"))
+    s.create_run("r", {})
+    s.add_harness(h)
+    bad = _problems()
+    bad[1].calls = None  # type: ignore[assignment]  # NOT NULL violation on the second record
+    with pytest.raises(sqlite3.IntegrityError):
+        s.save_evaluation("r", _E(h.id, problems=bad))
+    assert s.evaluations() == []
+    assert s.conn.execute("SELECT COUNT(*) FROM problem_records").fetchone()[0] == 0
+    assert s.conn.execute("SELECT COUNT(*) FROM model_calls").fetchone()[0] == 0
+
+
+def test_harness_files_and_lineage(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    seed = Harness(seed_source("minimal"), name="minimal")
+    child = Harness(seed.source.replace("64", "32"), parent_id=seed.id, edit="<<<<<<< SEARCH ...")
+    s.add_harness(seed)
+    s.add_harness(child, round=1)
+    assert (tmp_path / "harnesses" / f"{child.id}.py").read_text() == child.source
+    assert [r["id"] for r in s.lineage(child.id)] == [seed.id, child.id]
+    assert s.lineage(child.id)[1]["edit"].startswith("<<<<<<<")
+    loaded = s.load_harness(child.id)
+    assert loaded.id == child.id and loaded.parent_id == seed.id
+
+
+def test_proposals_are_keyed_and_record_their_call(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    s.create_run("r", {})
+    kw: dict[str, Any] = dict(
+        parent_id="a", prompt="P", raw="junk", parsed=False, produced=False, valid=False,
+        reason="no_blocks", detail=None, n_blocks=0, harness_id=None,
+    )
+    pid = s.save_proposal("r", 1, 0, call={"request": {"seed": 1}, "response": "junk"}, **kw)
+    assert s.find_proposal("r", 1, 0)["reason"] == "no_blocks"  # type: ignore[index]
+    assert s.find_proposal("r", 1, 1) is None
+    assert s.model_calls(proposal_id=pid)[0]["kind"] == "proposer"
+    with pytest.raises(sqlite3.IntegrityError):
+        s.save_proposal("r", 1, 0, **kw)
+
+
+def test_rounds_and_rewards(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    s.create_run("r", {})
+    s.save_round("r", 1, parent_id="a", best_harness_id="b", best_score_J=0.5, improved=True,
+                 n_proposals=2, n_valid=1, solver_calls=10, tokens=100)
+    assert s.rounds("r")[0]["improved"] == 1
+    s.add_reward("t", 0, "ctx", 0, J=0.5, parsed=True, produced=True, completion_rate=1.0, reward=0.8)
+    s.add_reward("t", 0, "ctx", 0, J=0.6, parsed=True, produced=True, completion_rate=1.0, reward=0.9)
+    assert [r["reward"] for r in s.rewards("t")] == [0.9]
+    s.finish_run("r", {"best": "b"})
+    assert s.run("r")["status"] == "done" and s.run("r")["result"] == {"best": "b"}  # type: ignore[index]

@@ -1,0 +1,73 @@
+"""Failure taxonomy: one property per test, and the answer-table flag."""
+
+from __future__ import annotations
+
+from harnesslearn.sandbox.records import CallRecord
+from harnesslearn.taxonomy import FailureKind, classify, find_answer_tables, rollup
+
+
+def _model(resp: str, error: str | None = None) -> CallRecord:
+    return CallRecord("model", {"prompt": "q"}, resp, error=error)
+
+
+def test_success_and_infra_are_not_failures() -> None:
+    assert classify(status="ok", score=1.0, answer="4", gold="4") is None
+    assert classify(status="infra_error", score=None, answer=None, gold="4") is None
+
+
+def test_budget_and_timeout() -> None:
+    for st in ("timeout", "budget_exceeded", "memory"):
+        assert classify(status=st, score=0.0, answer=None, gold="4") == FailureKind.TIMEOUT_OR_BUDGET
+
+
+def test_harness_error_without_failed_call() -> None:
+    assert classify(status="harness_error", score=0.0, answer=None, gold="4", calls=[_model("4")]) == \
+        FailureKind.HARNESS_ERROR
+
+
+def test_failed_or_empty_call_is_communication() -> None:
+    assert classify(status="harness_error", score=0.0, answer=None, gold="4",
+                    calls=[_model("", error="ModelError: down")]) == FailureKind.COMMUNICATION
+    assert classify(status="ok", score=0.0, answer="", gold="4", calls=[_model("   ")]) == FailureKind.COMMUNICATION
+    py = CallRecord("python", {"code": "x"}, "Error: NameError: x")
+    assert classify(status="ok", score=0.0, answer="5", gold="4", calls=[py]) == FailureKind.COMMUNICATION
+
+
+def test_extraction_needs_gold_as_a_token_in_a_completion() -> None:
+    calls = [_model("Let me think. 2+2 = 4, so the answer is 4.")]
+    assert classify(status="ok", score=0.0, answer="Let me think.", gold="4", calls=calls) == FailureKind.EXTRACTION
+    # "4" inside "14" is not the gold answer appearing
+    assert classify(status="ok", score=0.0, answer="7", gold="4", calls=[_model("14")]) == FailureKind.REASONING
+    # aliases (a JSON list stored as text) count
+    assert classify(status="ok", score=0.0, answer="x", gold='["Paris", "paris, france"]',
+                    calls=[_model("It is Paris.")]) == FailureKind.EXTRACTION
+
+
+def test_wrong_answer_is_reasoning() -> None:
+    assert classify(status="ok", score=0.0, answer="5", gold="4", calls=[_model("5")]) == FailureKind.REASONING
+
+
+def test_rollup_per_family() -> None:
+    rows = [{"family": "a", "taxonomy": "reasoning"}, {"family": "a", "taxonomy": None},
+            {"family": "b", "taxonomy": "extraction"}, {"family": "a", "taxonomy": "reasoning"}]
+    r = rollup(rows)
+    assert r["a"]["reasoning"] == 2 and r["b"]["extraction"] == 1 and r["a"]["extraction"] == 0
+
+
+def test_answer_table_flags() -> None:
+    table = "ANSWERS = {" + ", ".join(f"'q{i}': '{i}'" for i in range(10)) + "}\n"
+    src = table + "def solve(model, question):\n    return ANSWERS.get(question, '')\n"
+    assert [f.kind for f in find_answer_tables(src)] == ["dict_literal"]
+    pairs = "T = [" + ", ".join(f"('q{i}', {i})" for i in range(9)) + "]\n"
+    assert [f.kind for f in find_answer_tables(pairs)] == ["pair_list"]
+    q = "What is 1234 plus 4321?"
+    src2 = f"def solve(model, question):\n    if question == {q!r}:\n        return '5555'\n    return ''\n"
+    assert [f.kind for f in find_answer_tables(src2, [q])] == ["question_literal"]
+
+
+def test_ordinary_harness_is_not_flagged() -> None:
+    from harnesslearn.harness import seed_source
+
+    assert find_answer_tables(seed_source("minimal"), ["What is 2 + 2?"]) == []
+    small = "M = {'one': 1, 'two': 2, 'three': 3}\ndef solve(model, question):\n    return ''\n"
+    assert find_answer_tables(small) == []
