@@ -1,0 +1,186 @@
+"""``hf:PATH``: Hugging Face transformers in-process (CPU or CUDA) with a dynamic batcher.
+
+Requests go on a queue served by one background thread that owns the model. The thread
+takes the first waiting request, then gathers whatever else arrives within
+``batch_wait_ms`` (default 5 ms) up to ``max_batch`` sequences (default 64; a request with
+``n`` counts ``n``), groups them by sampling parameters (temperature, top_p, stop strings)
+and runs one left-padded batched ``generate`` per group. The event loop only awaits a
+future, so it is never blocked by the model.
+
+Options: ``device`` (``auto``: CUDA when available), ``dtype`` (``auto``: bfloat16 on CUDA,
+the checkpoint's dtype on CPU; or ``float32``/``bfloat16``/``float16``), ``max_batch``,
+``batch_wait_ms``, ``static_cache`` (``cache_implementation="static"``; much faster on CUDA
+with large batches), ``gguf_file`` (load from a GGUF file inside ``PATH``; slow), ``top_k``
+(for sampling; 0, the default, turns it off).
+
+Limits: the seed of a request is honoured exactly only when it runs in a batch of its own
+(a batch seeds torch's global RNG from its first request's seed). Stop strings end a sequence during
+generation (``stop_strings``, requests with different stop strings are never batched
+together) and the text is cut before the stop string afterwards. ``completion_tokens``
+counts generated tokens up to end-of-sequence or the stop, not padding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from harnesslearn.errors import UserError
+from harnesslearn.models.base import Completion, GenerateRequest
+from harnesslearn.models.common import Backend, apply_stop, prompt_text
+
+
+@dataclass
+class _Job:
+    request: GenerateRequest
+    prompt: str
+    future: concurrent.futures.Future[Completion] = field(default_factory=concurrent.futures.Future)
+
+    def group(self) -> tuple[float, float, tuple[str, ...] | None]:
+        return (self.request.temperature, self.request.top_p, self.request.stop)
+
+
+class HFBackend(Backend):
+    provider: ClassVar[str] = "hf"
+    OPTIONS: ClassVar[dict[str, type]] = {"device": str, "dtype": str, "max_batch": int, "batch_wait_ms": float,
+                                          "static_cache": bool, "gguf_file": str, "top_k": int}
+    DEFAULT_CONCURRENCY: ClassVar[int] = 1024  # let requests reach the batcher; it bounds batch size
+    CACHE_BY_DEFAULT: ClassVar[bool] = True
+
+    def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", max_batch: int = 64,
+                 batch_wait_ms: float = 5.0, static_cache: bool = False, gguf_file: str | None = None,
+                 top_k: int = 0, concurrency: int | None = None) -> None:
+        super().__init__(name, concurrency=concurrency)
+        if dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise UserError(f"hf: dtype must be auto, float32, bfloat16 or float16, not {dtype!r}")
+        self.device_opt, self.dtype_opt, self.gguf_file, self.top_k = device, dtype, gguf_file, top_k
+        self.max_batch, self.batch_wait_s, self.static_cache = max(1, max_batch), batch_wait_ms / 1000, static_cache
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.batches: list[int] = []  # sequences per generate call, for tests and benchmarks
+
+    # ------------------------------------------------------------ loading
+    def warm(self) -> None:
+        """Load the model now (otherwise the worker loads it before the first batch)."""
+        with self._load_lock:
+            if self.model is not None:
+                return
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            device = self.device_opt if self.device_opt != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+            dtype: Any = getattr(torch, self.dtype_opt) if self.dtype_opt != "auto" else (
+                torch.bfloat16 if device.startswith("cuda") else "auto")
+            kw: dict[str, Any] = {"gguf_file": self.gguf_file} if self.gguf_file else {}
+            try:
+                tok = AutoTokenizer.from_pretrained(self.name, **kw)
+                model: Any = AutoModelForCausalLM.from_pretrained(self.name, dtype=dtype, **kw)
+            except OSError as e:
+                raise UserError(f"hf: cannot load {self.name!r}: {str(e).splitlines()[0]}") from None
+            tok.padding_side = "left"
+            if tok.pad_token is None:
+                tok.pad_token = tok.eos_token
+            self.tokenizer, self.model = tok, model.to(device).eval()
+            self.device = device
+
+    # ------------------------------------------------------------ serving
+    def _ensure_thread(self) -> None:
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name=f"hf-batcher-{self.name}", daemon=True)
+                self._thread.start()
+
+    async def _generate(self, request: GenerateRequest) -> Completion:
+        job = _Job(request, prompt_text(request.prompt))
+        self._ensure_thread()
+        self._queue.put(job)
+        return await asyncio.wrap_future(job.future)
+
+    def _collect(self, first: _Job) -> list[_Job]:
+        jobs, size = [first], first.request.n
+        deadline = time.monotonic() + self.batch_wait_s
+        while size < self.max_batch:
+            try:
+                job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if job is None:
+                self._queue.put(None)
+                break
+            jobs.append(job)
+            size += job.request.n
+        return jobs
+
+    def _serve(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            jobs = self._collect(first)
+            groups: dict[Any, list[_Job]] = {}
+            for j in jobs:
+                groups.setdefault(j.group(), []).append(j)
+            for group in groups.values():
+                try:
+                    self.warm()
+                    results = self._run_batch(group)
+                except Exception as e:  # a failed batch fails its requests, not the server thread
+                    for j in group:
+                        if not j.future.done():
+                            j.future.set_exception(e)
+                    continue
+                for j, c in zip(group, results, strict=True):
+                    j.future.set_result(c)
+
+    def _run_batch(self, jobs: list[_Job]) -> list[Completion]:
+        import torch
+
+        t0 = time.perf_counter()
+        req0 = jobs[0].request
+        prompts = [j.prompt for j in jobs for _ in range(j.request.n)]
+        self.batches.append(len(prompts))
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
+        max_new = max(1, max(j.request.max_tokens for j in jobs))
+        kw: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id}
+        if req0.temperature > 0:
+            kw.update(do_sample=True, temperature=req0.temperature, top_p=req0.top_p, top_k=self.top_k)
+        else:
+            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if req0.stop:
+            kw.update(stop_strings=list(req0.stop), tokenizer=self.tokenizer)
+        if self.static_cache:
+            kw["cache_implementation"] = "static"
+        if req0.seed is not None:
+            torch.manual_seed(req0.seed)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **kw)
+        new = out[:, enc["input_ids"].shape[1]:].tolist()
+        p_lens = enc["attention_mask"].sum(dim=1).tolist()
+        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id}
+        results, row = [], 0
+        latency = time.perf_counter() - t0
+        for j in jobs:
+            texts, c_tok = [], 0
+            for _ in range(j.request.n):
+                ids = new[row][: j.request.max_tokens]
+                cut = next((i for i, t in enumerate(ids) if t in ends), len(ids))
+                texts.append(apply_stop(self.tokenizer.decode(ids[:cut], skip_special_tokens=True), j.request.stop))
+                c_tok += cut
+                row += 1
+            results.append(Completion(texts=texts, prompt_tokens=int(p_lens[row - 1]), completion_tokens=c_tok,
+                                      latency_s=latency, meta={"batch": len(prompts)}))
+        return results
+
+    async def aclose(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+            await asyncio.to_thread(self._thread.join, 30)

@@ -1,0 +1,156 @@
+"""``openai:NAME``: any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, Ollama, hosted).
+
+Base URL from ``base_url=`` (``--solver-base-url``) or ``OPENAI_BASE_URL``; key from
+``OPENAI_API_KEY`` (``"EMPTY"`` when unset, as local servers expect). Chat messages go to
+``/chat/completions`` and plain text to ``/completions``; ``endpoint=chat|completions``
+forces one (a str prompt sent to chat becomes one user message; messages sent to
+completions are rendered with ``render_messages``).
+
+Faults: the client is built with ``max_retries=0`` and this module retries itself (so the
+retries are counted and testable): HTTP 429, 408 and 5xx, timeouts (``timeout=`` seconds,
+default 60, a hard deadline per attempt), connection errors and resets, and a response with
+no choices are retried with exponential backoff and full jitter, honouring ``Retry-After``;
+after ``max_retries`` retries (default 6) ``InfraError`` is raised. HTTP 400/413/422 (the
+request itself was rejected, for example a prompt too long for the context) raise
+``RequestRejected`` (a ``ValueError``: the caller's mistake, not retried); other 4xx
+(bad key, unknown model) raise ``InfraError`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import weakref
+from typing import Any, ClassVar
+
+import openai
+
+from harnesslearn.errors import InfraError, UserError
+from harnesslearn.models.accounting import cost_of, estimate_tokens
+from harnesslearn.models.base import Completion, GenerateRequest
+from harnesslearn.models.common import Backend, apply_stop, prompt_text
+from harnesslearn.models.retry import retry_async
+
+
+class RequestRejected(ValueError):
+    """The server rejected the request as invalid (HTTP 400/413/422); not retried."""
+
+
+class EmptyResponse(Exception):
+    """The server answered with no choices (treated as a transient fault)."""
+
+
+def classify(e: Exception) -> tuple[bool, float | None]:
+    """(transient?, Retry-After seconds) for an exception from one attempt."""
+    if isinstance(e, TimeoutError | openai.APIConnectionError | EmptyResponse):
+        return True, None
+    if isinstance(e, openai.APIStatusError):
+        code = e.status_code
+        if code == 429 or code == 408 or code >= 500:
+            ra = e.response.headers.get("retry-after") if e.response is not None else None
+            try:
+                return True, float(ra) if ra is not None else None
+            except ValueError:
+                return True, None
+        return False, None
+    return False, None
+
+
+class OpenAIBackend(Backend):
+    provider: ClassVar[str] = "openai"
+    OPTIONS: ClassVar[dict[str, type]] = {
+        "base_url": str, "endpoint": str, "timeout": float, "max_retries": int,
+        "base_delay": float, "max_delay": float,
+    }
+    DEFAULT_CONCURRENCY: ClassVar[int] = 32
+    CACHE_BY_DEFAULT: ClassVar[bool] = True
+
+    def __init__(self, name: str, *, base_url: str | None = None, endpoint: str = "auto", timeout: float = 60.0,
+                 max_retries: int = 6, base_delay: float = 0.5, max_delay: float = 8.0,
+                 concurrency: int | None = None) -> None:
+        super().__init__(name, concurrency=concurrency)
+        if endpoint not in ("auto", "chat", "completions"):
+            raise UserError(f"endpoint must be auto, chat or completions, not {endpoint!r}")
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.api_key = os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.endpoint, self.timeout, self.max_retries = endpoint, timeout, max_retries
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._rng = random.Random()
+
+    def identity(self) -> str:
+        return f"{self.spec}@{self.base_url or 'https://api.openai.com/v1'}#{self.endpoint}"
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        c = self._clients.get(loop)
+        if c is None:
+            c = self._clients[loop] = openai.AsyncOpenAI(
+                base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout
+            )
+        return c
+
+    def _use_chat(self, request: GenerateRequest) -> bool:
+        return self.endpoint == "chat" or (self.endpoint == "auto" and not isinstance(request.prompt, str))
+
+    async def _once(self, request: GenerateRequest, n: int) -> tuple[list[str], int | None, int | None]:
+        client = self._client()
+        params: dict[str, Any] = {"model": self.name, "n": n, "temperature": request.temperature,
+                                  "top_p": request.top_p, "max_tokens": request.max_tokens}
+        if request.stop:
+            params["stop"] = list(request.stop)
+        if request.seed is not None:
+            params["seed"] = request.seed
+        async with asyncio.timeout(self.timeout):
+            if self._use_chat(request):
+                msgs = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
+                chat = await client.chat.completions.create(messages=msgs, **params)  # type: ignore[arg-type]
+                texts, usage = [c.message.content or "" for c in chat.choices], chat.usage
+            else:
+                comp = await client.completions.create(prompt=prompt_text(request.prompt), **params)
+                texts, usage = [c.text or "" for c in comp.choices], comp.usage  # type: ignore[assignment]
+        if not texts:
+            raise EmptyResponse("the server returned no choices")
+        return texts, (usage.prompt_tokens if usage else None), (usage.completion_tokens if usage else None)
+
+    def _on_fault(self, e: Exception, will_retry: bool, faults: list[str]) -> None:
+        faults.append(type(e).__name__ if not isinstance(e, openai.APIStatusError) else f"HTTP {e.status_code}")
+        self._stats.bump(faults=1, retries=1 if will_retry else 0)
+
+    async def _generate(self, request: GenerateRequest) -> Completion:
+        texts: list[str] = []
+        p_tok: int | None = None
+        c_tok = 0
+        faults: list[str] = []
+        while len(texts) < request.n:  # some servers return fewer choices than n: ask again
+            try:
+                got, pt, ct = await retry_async(
+                    lambda: self._once(request, request.n - len(texts)), classify,
+                    max_retries=self.max_retries, base_delay=self.base_delay, max_delay=self.max_delay,
+                    on_fault=lambda e, w: self._on_fault(e, w, faults), rng=self._rng,
+                    what=f"{self.spec} at {self.base_url or 'api.openai.com'}",
+                )
+            except openai.APIStatusError as e:
+                if e.status_code in (400, 413, 422):
+                    raise RequestRejected(f"{self.spec}: HTTP {e.status_code}: {e.message}") from e
+                raise InfraError(f"{self.spec}: HTTP {e.status_code}: {e.message}") from e
+            texts.extend(got)
+            p_tok = pt if p_tok is None else p_tok
+            c_tok += ct if ct is not None else sum(estimate_tokens(t) for t in got)
+        texts = [apply_stop(t, request.stop) for t in texts[: request.n]]
+        if p_tok is None:
+            p_tok = estimate_tokens(prompt_text(request.prompt))
+        return Completion(texts=texts, prompt_tokens=p_tok, completion_tokens=c_tok,
+                          cost=cost_of(self.name, p_tok, c_tok),
+                          meta={"faults": faults, "retries": len(faults)})
+
+    async def aclose(self) -> None:
+        """Close this event loop's client; clients of other (finished) loops are dropped."""
+        loop = asyncio.get_running_loop()
+        c = self._clients.pop(loop, None)
+        self._clients.clear()
+        if c is not None:
+            await c.close()
