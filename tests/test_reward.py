@@ -1,0 +1,127 @@
+"""The execution reward r = J + 0.05*parsed + 0.10*produced + 0.15*completion_rate, checked
+against hand-computed values through the real executor with a `python:` solver, and None (not 0)
+for infrastructure failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from harnesslearn.errors import InfraError
+from harnesslearn.harness import load_harness
+from harnesslearn.sandbox.records import RunRecord, Status
+from harnesslearn.training.reward import RewardRequest, harness_reward, harness_rewards, reward_value
+
+COMPUTE = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    return str(eval(question.split(":")[-1]))
+>>>>>>> REPLACE
+"""
+NOT_FOUND = """<<<<<<< SEARCH
+    return no_such_line
+=======
+    return "1"
+>>>>>>> REPLACE
+"""
+RAISES = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    raise ValueError("boom")
+>>>>>>> REPLACE
+"""
+# compute the answer only for even left operands: J = 1/2 on the problems below
+HALF = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    a = int(question.split(":")[-1].split("+")[0])
+    return str(eval(question.split(":")[-1])) if a % 2 == 0 else completion.strip()
+>>>>>>> REPLACE
+"""
+
+
+def test_reward_value_formula() -> None:
+    assert reward_value(0.5, True, True, 0.5) == pytest.approx(0.5 + 0.05 + 0.10 + 0.075)
+    assert reward_value(0.0, True, False, 0.0) == pytest.approx(0.05)
+    assert reward_value(1.0, False, True, 1.0) == 0.0  # unparsed is a real zero whatever else
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory):
+    from harnesslearn.tasks import load_task
+
+    d = tmp_path_factory.mktemp("reward")
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(200)]
+    (d / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    task = load_task(f"jsonl:{d / 'arith.jsonl'}?scorer=exact")
+    return task, f"python:{d / 'solver.py'}:solve"
+
+
+def _run(task, solver_spec: str, completions: list[str], n: int = 4):
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+
+    async def go():
+        async with Executor(load_model(solver_spec), ExecutorConfig(concurrency=2)) as ex:
+            parent = load_harness("minimal")
+            return await harness_rewards([RewardRequest(parent, c, task, 0) for c in completions], ex, n=n)
+
+    return asyncio.run(go())
+
+
+def test_hand_computed_rewards_through_the_executor(env) -> None:
+    task, solver = env
+    probs = task.problems("score", 4, 0)
+    even = sum(1 for p in probs if int(p.question.split(":")[-1].split("+")[0]) % 2 == 0) / len(probs)
+    out = _run(task, solver, [COMPUTE, "no blocks at all", NOT_FOUND, RAISES, HALF, "<<<<<<< SEARCH\n", COMPUTE])
+    compute, unparsed, not_found, raises, half, malformed, again = out
+    assert compute.reward == pytest.approx(1.0 + 0.05 + 0.10 + 0.15) and compute.J == 1.0
+    assert compute.completion_rate == 1.0 and compute.valid
+    assert unparsed.reward == 0.0 and not unparsed.parsed
+    assert not_found.reward == pytest.approx(0.05) and not_found.parsed and not not_found.produced
+    assert raises.reward == pytest.approx(0.05 + 0.10) and raises.J == 0.0 and raises.completion_rate == 0.0
+    assert half.J == pytest.approx(even)
+    assert half.reward == pytest.approx(even + 0.05 + 0.10 + 0.15)
+    assert malformed.reward == 0.0
+    assert again == compute  # identical requests share one evaluation
+
+
+class _InfraExecutor:
+    """Every run is an infrastructure failure (as the executor reports after its retries)."""
+
+    def __init__(self, raise_it: bool = False, ok_first: bool = False) -> None:
+        self.raise_it, self.ok_first = raise_it, ok_first
+
+    async def run(self, source, problems, task, budgets=None, on_record=None):
+        if self.raise_it:
+            raise InfraError("solver server down")
+        out = [RunRecord(p.id, Status.INFRA_ERROR, error="server down") for p in problems]
+        if self.ok_first:
+            out[0] = RunRecord(problems[0].id, Status.OK, answer=str(problems[0].answer))
+        return out
+
+
+def test_infra_failure_is_none_not_zero(env) -> None:
+    task, _ = env
+    parent = load_harness("minimal")
+    every = asyncio.run(harness_reward(parent, COMPUTE, task, _InfraExecutor(), n=3, seed=0))
+    raised = asyncio.run(harness_reward(parent, COMPUTE, task, _InfraExecutor(raise_it=True), n=3, seed=0))
+    assert every.reward is None and every.J is None and every.n_infra == 3
+    assert raised.reward is None and raised.reason is not None and raised.reason.startswith("infra_error")
+
+
+def test_partial_infra_failure_scores_the_runs_that_happened(env) -> None:
+    task, _ = env
+    r = asyncio.run(harness_reward(load_harness("minimal"), COMPUTE, task, _InfraExecutor(ok_first=True), n=3, seed=0))
+    assert r.J == 1.0 and r.completion_rate == 1.0 and r.n_scored == 1 and r.n_infra == 2
+    assert r.reward == pytest.approx(1.3)
+
+
+def test_invalid_edit_never_reaches_the_executor(env) -> None:
+    task, _ = env
+    r = asyncio.run(harness_reward(load_harness("minimal"), "prose only", task, _InfraExecutor(raise_it=True), n=3,
+                                   seed=0))
+    assert r.reward == 0.0  # the executor would have raised: it was not called

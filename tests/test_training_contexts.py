@@ -1,0 +1,91 @@
+"""GRPO contexts: built through the test-time prompt code, and the multistep / format-varied
+variants change what the proposer sees."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from harnesslearn.training.contexts import Builder, ContextPlan, load_tasks
+
+COMPUTE = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    return str(eval(question.split(":")[-1]))
+>>>>>>> REPLACE
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("ctx")
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(200)]
+    (d / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    (d / "proposer.py").write_text(f"def propose(prompt, **kw):\n    return {COMPUTE!r}\n")
+    return {"spec": f"jsonl:{d / 'arith.jsonl'}?scorer=exact", "solver": f"python:{d / 'solver.py'}:solve",
+            "proposer": f"python:{d / 'proposer.py'}:propose"}
+
+
+def _realise(env: dict, plans: list[ContextPlan], **kw):
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+    from harnesslearn.training.contexts import realise_contexts
+
+    tasks = load_tasks([env["spec"]])
+
+    async def go():
+        async with Executor(load_model(env["solver"]), ExecutorConfig(concurrency=2)) as ex:
+            return await realise_contexts(plans, Builder(ex, n_feedback=2, n_score=3, n_traces=1, **kw), tasks)
+
+    return asyncio.run(go())
+
+
+def test_single_step_context_is_the_test_time_prompt(env: dict) -> None:
+    from harnesslearn.evaluation import evaluate
+    from harnesslearn.harness import load_harness
+    from harnesslearn.models import load_model
+    from harnesslearn.proposer import build_prompt
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+
+    (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 0)])
+    task = load_tasks([env["spec"]])[env["spec"]]
+
+    async def test_time() -> str:
+        async with Executor(load_model(env["solver"]), ExecutorConfig(concurrency=2)) as ex:
+            h = load_harness("minimal")
+            fb = await evaluate(h, task, "feedback", 2, 5, ex, progress=False)
+            return build_prompt(task, h, fb, n_traces=1, rng_seed=5)
+
+    assert ctx.prompt == asyncio.run(test_time())
+    assert ctx.row()["parent_source"] == ctx.harness.source and ctx.rounds == 0
+
+
+def test_multistep_context_is_the_harness_after_policy_rounds(env: dict) -> None:
+    from harnesslearn.models import load_model
+
+    (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 1)],
+                      proposer=load_model(env["proposer"]), candidates=1)
+    assert "eval(question" in ctx.harness.source and ctx.parent_J == 1.0
+    assert "Round 1, candidate 0: J 0" in ctx.prompt  # the revision sequence is in the history
+
+
+def test_varied_style_and_seed_styles_change_the_context(env: dict) -> None:
+    plans = [ContextPlan("c0", env["spec"], "minimal", 5, 0), ContextPlan("c1", env["spec"], "style:helpers", 5, 0)]
+    canonical = _realise(env, plans)
+    varied = _realise(env, plans, style="varied")
+    assert canonical[0].prompt != varied[0].prompt
+    assert "def extract_answer" in canonical[1].prompt and "def extract_answer" not in canonical[0].prompt
+
+
+def test_unknown_seed_harness_is_a_user_error(tmp_path: Path) -> None:
+    from harnesslearn.errors import UserError
+    from harnesslearn.training.contexts import seed_harness
+
+    with pytest.raises(UserError):
+        seed_harness("style:nope")
+    with pytest.raises(UserError):
+        seed_harness(str(tmp_path / "missing.py"))

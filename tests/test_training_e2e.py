@@ -1,0 +1,126 @@
+"""End to end on the CPU with a tiny randomly initialised model built here (no download): one SFT
+run and one GRPO step through the real reward path (executor + a `python:` solver), and every
+trainable LoRA parameter changes in each.
+
+The tiny tokenizer is word-level with a handful of words plus two added tokens that each decode
+to a whole SEARCH/REPLACE block (one that makes the harness compute the answer, one whose SEARCH
+text does not match), so that a random policy samples proposals whose rewards differ within a
+group -- GRPO needs that variance to produce a gradient at all.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+from harnesslearn.training.config import GRPOTrainConfig, SFTTrainConfig, build_config  # noqa: E402
+from harnesslearn.training.reward import reward_value  # noqa: E402
+
+GOOD = '\n<<<<<<< SEARCH\n    return completion.strip()\n=======\n    return str(eval(question.split(":")[-1]))\n>>>>>>> REPLACE\n'
+BAD = '\n<<<<<<< SEARCH\n    return nothing_here\n=======\n    return "1"\n>>>>>>> REPLACE\n'
+
+
+def build_tiny_model(path: Path) -> Path:
+    import torch
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ["<pad>", "<s>", "</s>", "<unk>", "a", "b", "solve", "model"]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                  unk_token="<unk>")
+    tok.add_tokens([AddedToken(GOOD, normalized=False), AddedToken(BAD, normalized=False)])
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
+                      pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def lora_tensors(adapter: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(adapter / "adapter_model.safetensors"))
+
+
+def assert_all_changed(before: dict, after: dict) -> None:
+    import torch
+
+    assert before.keys() == after.keys() and before
+    same = [k for k in before if torch.equal(before[k], after[k])]
+    assert not same, f"{len(same)} of {len(before)} LoRA tensors did not change: {same[:3]}"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from harnesslearn.training.model_io import lora_config
+
+    d = tmp_path_factory.mktemp("train")
+    model_dir = build_tiny_model(d / "model")
+    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir), lora_config(4, 8, 0.0, "all-linear"))
+    peft.save_pretrained(d / "adapter0")
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(200)]
+    (d / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    sft = [{"messages": [{"role": "user", "content": f"a b model {i}"}, {"role": "assistant", "content": GOOD}],
+            "provenance": {"kind": "interpreter_loop"}} for i in range(2)]
+    (d / "sft.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sft))
+    return {"dir": d, "model": str(model_dir)}
+
+
+@pytest.mark.slow
+def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
+    from harnesslearn.store import Store
+    from harnesslearn.training.grpo import run_grpo
+    from harnesslearn.training.sft import run_sft
+
+    d = world["dir"]
+    common = {"model": world["model"], "report_to": "none", "use_cpu": True, "learning_rate": 1e-3, "seed": 0}
+    sft = run_sft(build_config(SFTTrainConfig, {
+        **common, "adapter": str(d / "adapter0"), "data": str(d / "sft.jsonl"), "output_dir": str(d / "sft"),
+        "max_steps": 2, "micro_batch": 1, "lora_dropout": 0.0, "max_length": 256,
+    }))
+    assert sft["steps"] == 2
+    # two steps: the first moves B (zero at init), the second moves A through the now non-zero B
+    assert_all_changed(lora_tensors(d / "adapter0"), lora_tensors(Path(sft["adapter"])))
+
+    cfg = build_config(GRPOTrainConfig, {
+        **common, "adapter": sft["adapter"], "solver": f"python:{d / 'solver.py'}:solve",
+        "families": [f"jsonl:{d / 'arith.jsonl'}?scorer=exact"], "n_feedback": 2, "n_score": 2, "n_traces": 1,
+        "num_generations": 4, "contexts_per_update": 2, "contexts_per_epoch": 2, "micro_batch": 4,
+        "max_completion_length": 8, "max_steps": 1, "output_dir": str(d / "grpo"), "run_dir": str(d / "run"),
+        "timeout_s": 20, "save_steps": 1,
+    })
+    out = run_grpo(cfg)
+    assert out["steps"] == 1 and out["contexts"] == 2
+    assert_all_changed(lora_tensors(Path(sft["adapter"])), lora_tensors(Path(out["adapter"])))
+    assert (d / "grpo" / "checkpoint-1").is_dir()
+
+    with Store.open(d / "run", create=False) as store:
+        rows = store.rewards("grpo")
+    assert len(rows) == 8  # 2 contexts x 4 candidates
+    for r in rows:  # every stored reward is the formula applied to its stored parts
+        assert r["reward"] == pytest.approx(reward_value(r["J"], bool(r["parsed"]), bool(r["produced"]),
+                                                         r["completion_rate"]))
+    assert len({r["reward"] for r in rows}) > 1  # the group had something to learn from
+    groups = [json.loads(line) for line in Path(out["rollouts"]).read_text().splitlines()]
+    assert sum(len(g["candidates"]) for g in groups) == 8
+    assert all(g["prompt"].endswith("<<<<<<< SEARCH\n") for g in groups)  # the test-time prompt
+    parts = out["reward_parts"][0]
+    assert {"J", "parse_rate", "produce_rate", "completion_rate", "reward", "none_rate"} <= parts.keys()
+
+    # resume: the same config with two steps continues from checkpoint-1 instead of starting over
+    again = run_grpo(build_config(GRPOTrainConfig, {**{f: getattr(cfg, f) for f in cfg.__dataclass_fields__},
+                                                    "max_steps": 2, "resume": True}))
+    assert again["steps"] == 2
+    assert [p["step"] for p in again["reward_parts"]] == [1]  # only the new step was generated and scored

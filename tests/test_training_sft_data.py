@@ -1,0 +1,69 @@
+"""`harnesslearn train sft-data` with a scripted `python:` teacher: improved and screened revisions
+are kept with provenance, the others are counted by why they were dropped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TEACHER = r'''
+COMPUTE = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    return str(eval(question.split(":")[-1]))
+>>>>>>> REPLACE
+"""
+REWORD = """<<<<<<< SEARCH
+    prompt = f"Question: {question}\\nAnswer:"
+=======
+    prompt = f"Q: {question}\\nA:"
+>>>>>>> REPLACE
+"""
+NETWORK = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    import socket
+    return str(eval(question.split(":")[-1]))
+>>>>>>> REPLACE
+"""
+
+
+def teach(prompt, seed=0, **kw):
+    return [COMPUTE, REWORD, NETWORK][seed % 3]
+'''
+
+
+def test_sft_data_keeps_improved_screened_revisions(tmp_path: Path) -> None:
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(200)]
+    (tmp_path / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    (tmp_path / "teacher.py").write_text(TEACHER)
+    cfg = tmp_path / "sft_data.yaml"
+    cfg.write_text(
+        f"teacher: python:{tmp_path / 'teacher.py'}:teach\n"
+        f"solver: python:{tmp_path / 'solver.py'}:solve\n"
+        f"families: ['jsonl:{tmp_path / 'arith.jsonl'}?scorer=exact']\n"
+        "contexts_per_family: 2\ncandidates: 3\nn_feedback: 2\nn_score: 3\nn_traces: 1\nseed: 1\n"
+        f"out: {tmp_path / 'sft.jsonl'}\nrun_dir: {tmp_path / 'run'}\n"
+    )
+    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "train", "sft-data", "--config", str(cfg), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    # propose() samples candidate i with seed pseed + i, pseed = 1_000_003 + context: per context the
+    # three scripted revisions come in some rotation, one of each kind
+    assert out["contexts"] == 2 and out["candidates"] == 6
+    assert out["kept"] == 2
+    assert out["kinds"]["interpreter_loop"] == 2 and out["kind_share"]["interpreter_loop"] == 1.0
+    assert out["rejections"] == {"not_improved": 2, "screen:forbidden_import": 2}
+    lines = [json.loads(x) for x in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert len(lines) == 2
+    for line in lines:
+        user, assistant = line["messages"]
+        assert user["role"] == "user" and user["content"].endswith("<<<<<<< SEARCH\n")
+        assert assistant["role"] == "assistant" and not assistant["content"].startswith("<<<<<<< SEARCH")
+        prov = line["provenance"]
+        assert prov["J_before"] == 0.0 and prov["J_after"] == 1.0 and prov["kind"] == "interpreter_loop"
+        assert prov["teacher"].startswith("python:") and prov["family"]
