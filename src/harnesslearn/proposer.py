@@ -252,7 +252,7 @@ def candidate_seed(seed: int, round: int, index: int) -> int:
 
 async def sample_one(
     proposer: ModelBackend, prompt: str, *, temperature: float = 0.8, max_tokens: int = 1024,
-    seed: int = 0, rewrite: bool = False,
+    seed: int = 0, rewrite: bool | None = None,
 ) -> tuple[str, Completion, GenerateRequest]:
     """One proposal: (proposal text, the raw Completion, the request). InfraError propagates.
 
@@ -261,17 +261,31 @@ async def sample_one(
     marker, the body ends at its first non-indented non-empty line (dropped with all after it),
     and the REPLACE marker is added when the body ended (at a stop, a dedent, or end of text
     before ``max_tokens``). A body cut by ``max_tokens`` gets no marker and stays invalid."""
+    if rewrite is None:  # detect a prompt built with prime="rewrite"
+        rewrite = "\n=======\n" in primed_tail(prompt)
     req = GenerateRequest(
         prompt=prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=seed,
         stop=(END, "\n<<<<<<<", "\n=======") if rewrite else None,
     )
     completion = await proposer.generate(req)
-    text = completion.text
+    hit_max = completion.completion_tokens >= max_tokens
+    return finish_completion(completion.text, prompt, hit_max_tokens=hit_max, rewrite=rewrite), completion, req
+
+
+def finish_completion(text: str, prompt: str, *, hit_max_tokens: bool, rewrite: bool | None = None) -> str:
+    """The proposal text for a raw completion of ``prompt`` (shared by adaptation and GRPO).
+
+    For a rewrite prompt (``rewrite=None`` detects one from the prompt's open block having its
+    divider already), the completion is the new ``solve`` body: it ends at its first
+    non-indented line, and the REPLACE marker is added when the body ended before the token
+    limit. Then :func:`as_proposal` puts the prompt's open block in front."""
+    if rewrite is None:
+        rewrite = "\n=======\n" in primed_tail(prompt)
     if rewrite and not _END_MARKER.search(text):
         body, ended = end_of_body(text)
-        if ended or completion.completion_tokens < max_tokens:
+        if ended or not hit_max_tokens:
             text = body.rstrip("\n") + "\n" + END + "\n"
-    return as_proposal(text, prompt), completion, req
+    return as_proposal(text, prompt)
 
 
 def end_of_body(text: str) -> tuple[str, bool]:

@@ -124,6 +124,8 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     beta: float = _f(0.0, "KL coefficient (0: no reference model).")
     seed_harnesses: list[str] = _f(["minimal"], "Seed harnesses contexts start from (names, .py paths, or style:NAME).")
     style: str = _f("canonical", "Prompt style: canonical | varied (the format-varied variant).")
+    prime: str = _f("search", "How prompts end: search (an open SEARCH marker) | rewrite (the whole solve is "
+                    "searched and the policy writes its new body; much higher validity for weak base models).")
     multistep: bool = _f(False, "Multistep variant: contexts from revision sequences of the policy as it is when "
                          "the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = _f(2, "Multistep: a context's harness is the best after k in [0, this] rounds.")
@@ -194,6 +196,8 @@ def _check_ranges(cfg: Any) -> None:
         v = getattr(cfg, name, None)
         if isinstance(v, int) and v < 1:
             raise UserError(f"config key {name!r} must be >= 1 (got {v})")
+    if getattr(cfg, "prime", "search") not in ("search", "rewrite"):
+        raise UserError(f"config key 'prime' must be search or rewrite (got {cfg.prime!r})")
     if getattr(cfg, "style", "canonical") not in ("canonical", "varied"):
         raise UserError(f"config key 'style' must be canonical or varied (got {cfg.style!r})")
     if getattr(cfg, "isolation", "auto") not in ("auto", "bwrap", "landlock", "none"):

@@ -108,6 +108,7 @@ class Builder:
     n_score: int
     n_traces: int = 4
     style: str = "canonical"
+    prime: str = "search"
     budgets: Budgets | None = None
     proposer: Any = None  # a ModelBackend (multistep only)
     candidates: int = 2
@@ -135,7 +136,7 @@ class Builder:
                                 progress=False)
             if parent_J is None:
                 parent_J = await score(harness)
-            prompt = build_prompt(task, harness, fb, history, style=self.style,  # type: ignore[arg-type]
+            prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,  # type: ignore[arg-type]
                                   n_traces=self.n_traces, rng_seed=plan.seed + rnd)
             texts = await propose(self.proposer, prompt, self.candidates, temperature=self.temperature,
                                   max_tokens=self.max_tokens, seed=plan.seed * 31 + rnd * 7)
@@ -153,7 +154,7 @@ class Builder:
                 parent_J, harness = best
         fb = await evaluate(harness, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
                             progress=False)
-        prompt = build_prompt(task, harness, fb, history, style=self.style,  # type: ignore[arg-type]
+        prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,  # type: ignore[arg-type]
                               n_traces=self.n_traces, rng_seed=plan.seed)
         return Context(plan.id, plan.task_spec, plan.seed, harness, prompt, plan.rounds, parent_J)
 

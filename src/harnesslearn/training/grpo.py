@@ -70,16 +70,19 @@ class ExecutionReward:
     __name__ = "execution_reward"
 
     def __init__(self, runner: LoopThread, executor: Any, tasks: dict[str, Any], sink: RolloutSink, *,
-                 n_score: int, budgets: Budgets | None) -> None:
+                 n_score: int, budgets: Budgets | None, max_completion_length: int = 10**9) -> None:
         self.runner, self.executor, self.tasks, self.sink = runner, executor, tasks, sink
+        self.max_completion_length = max_completion_length
         self.n_score, self.budgets = n_score, budgets
 
     def __call__(self, prompts: list[str], completions: list[str], context_id: list[str], task_spec: list[str],
                  seed: list[int], parent_source: list[str], trainer_state: Any = None,
                  log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
-        from harnesslearn.proposer import as_proposal
+        from harnesslearn.proposer import finish_completion
 
-        proposals = [as_proposal(c, p) for c, p in zip(completions, prompts, strict=True)]
+        ids = _.get("completion_ids") or [None] * len(completions)
+        proposals = [finish_completion(c, p, hit_max_tokens=ci is not None and len(ci) >= self.max_completion_length)
+                     for c, p, ci in zip(completions, prompts, ids, strict=True)]
         parents = [Harness(source=s) for s in parent_source]
         requests = [RewardRequest(p, text, self.tasks[spec], int(sd))
                     for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
@@ -149,7 +152,7 @@ def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: Any, task
                    policy: Any = None) -> list[Context]:
     plans = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
                           multistep_max_rounds=cfg.multistep_max_rounds if cfg.multistep else 0)
-    builder = Builder(executor, cfg.n_feedback, cfg.n_score, cfg.n_traces, cfg.style, budgets_of(cfg),
+    builder = Builder(executor, cfg.n_feedback, cfg.n_score, cfg.n_traces, cfg.style, cfg.prime, budgets_of(cfg),
                       proposer=policy, candidates=cfg.multistep_candidates, temperature=cfg.temperature,
                       max_tokens=cfg.max_completion_length)
     contexts = runner.run(realise_contexts(plans, builder, tasks))
@@ -187,7 +190,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, on_trainer: Callable[[Any], None] | None =
         t_contexts = time.perf_counter() - t1
         out = Path(cfg.output_dir)
         sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
-        reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg))
+        reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg),
+                                 max_completion_length=cfg.max_completion_length)
         args = GRPOConfig(
             output_dir=cfg.output_dir,
             learning_rate=cfg.learning_rate,
