@@ -19,7 +19,7 @@ try:  # typer >= 0.17 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
-from harnesslearn.errors import UserError
+from harnesslearn.errors import InfraError, UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -44,10 +44,36 @@ def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
 
 # ---------------------------------------------------------------- tasks
 @app.command()
-def tasks(as_json: JsonOpt = False) -> None:
-    """List task specs and all Reasoning Gym families."""
-    from harnesslearn.tasks import list_tasks
+def tasks(
+    spec: Annotated[
+        str | None, typer.Argument(help="A task spec to preview (description and problems) instead of the list.")
+    ] = None,
+    split: Annotated[str, typer.Option(help="Split to preview: feedback, score or test.")] = "feedback",
+    n: Annotated[int, typer.Option(help="Number of problems to preview.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the problems to preview.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """List task specs and all Reasoning Gym families, or preview one task spec."""
+    from harnesslearn.tasks import list_tasks, load_task
 
+    if spec is not None:
+        task = load_task(spec)
+        probs = task.problems(split, max(0, n), seed)
+        preview = {
+            "spec": task.spec,
+            "name": task.name,
+            "family": task.family,
+            "tools": list(task.tools),
+            "description": task.description,
+            "split": split,
+            "seed": seed,
+            "problems": [{"id": p.id, "question": p.question, "answer": p.answer} for p in probs],
+        }
+        human = "\n\n".join(
+            [task.description] + [f"[{p.id}]\n{p.question}\n-> gold: {p.answer}" for p in probs]
+        )
+        emit(preview, as_json, human)
+        return
     info = list_tasks()
     human = "\n".join(
         [f"{s['spec']:<28} {s['description']}" for s in info["specs"]]
@@ -95,7 +121,7 @@ def edit(
 
         atomic_write_text(out, r.source or "")
     human = (
-        f"valid edit ({r.n_blocks} block(s)) -> harness {r.harness_id[:12]}" + (f", written to {out}" if out else "")
+        f"valid edit ({r.n_blocks} block(s)) -> harness {(r.harness_id or '')[:12]}" + (f", written to {out}" if out else "")
         if r.valid
         else f"invalid edit: {r.reason}" + (f" ({r.detail})" if r.detail else "")
     )
@@ -107,9 +133,244 @@ def edit(
 
 
 # ---------------------------------------------------------------- run (executor)
+def _harness_for_run(ref: str) -> Any:
+    """A seed or a readable .py file. An invalid harness (syntax error, no solve) is NOT refused
+    here: running it is an evaluation result (harness_error on every problem), not a usage error."""
+    from harnesslearn.harness import Harness, load_harness, normalise
+
+    try:
+        return load_harness(ref)
+    except UserError:
+        path = Path(ref)
+        if not path.is_file():
+            raise
+        try:
+            return Harness(source=normalise(path.read_text(encoding="utf-8")), name=str(path))
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read harness {ref}: {e}") from None
+
+
+@app.command()
+def run(
+    harness: Annotated[str, typer.Argument(help="A .py file or a shipped seed name (minimal, qa_minimal).")],
+    task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
+    solver: Annotated[str, typer.Option("--solver", help="Solver model spec, e.g. openai:NAME or python:FILE.py:FN.")],
+    solver_base_url: Annotated[str | None, typer.Option("--solver-base-url", help="Base URL for openai: solvers.")] = None,
+    split: Annotated[str, typer.Option("--split", help="feedback, score or test.")] = "score",
+    n: Annotated[int, typer.Option("--n", min=1, help="Number of problems.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", help="Problem sampling seed.")] = 0,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Problems in flight at once.")] = None,
+    unsafe_no_sandbox: Annotated[
+        bool, typer.Option("--unsafe-no-sandbox", help="Run harness code WITHOUT isolation (unsafe; warns on every run).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate one harness on a task split in sandboxed workers and print its score J."""
+    import asyncio
+
+    from harnesslearn.evaluation import evaluate
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+    from harnesslearn.tasks import load_task
+
+    h = _harness_for_run(harness)
+    t = load_task(task)
+    model = load_model(solver, base_url=solver_base_url)
+    config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
+    if concurrency is not None:
+        config.concurrency = concurrency
+    budgets = Budgets(timeout_s=timeout)
+
+    async def go() -> Any:
+        try:
+            async with Executor(model, config) as ex:
+                return await evaluate(h, t, split, n, seed, ex, budgets=budgets, progress=True)
+        finally:
+            await model.aclose()
+
+    ev = asyncio.run(go())
+    result = ev.to_json()
+    j = "n/a (all runs hit infrastructure failures)" if ev.J is None else f"{ev.J:.3f}"
+    rate = "n/a" if ev.completion_rate is None else f"{ev.completion_rate:.0%}"
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(ev.status_counts().items()))
+    human = f"harness {h.short_id} on {t.spec} [{split}, n={ev.n}]: J = {j}, completion {rate} ({counts})"
+    emit(result, as_json, human)
+
+
 # ---------------------------------------------------------------- models
+@app.command()
+def models(as_json: JsonOpt = False) -> None:
+    """List model providers and whether each is available here."""
+    from harnesslearn.models import list_providers
+
+    rows = list_providers()
+    lines = []
+    for r in rows:
+        state = "available" if r["available"] else f"missing {', '.join(r['missing'])}: {r['install']}"
+        if r["provider"] == "local" and r["available"]:
+            state += f"; GGUF {'assembled' if r['assembled'] else 'not assembled yet'} ({r['gguf_path']}), engine {r['engine']}"
+        lines.append(f"{r['example']:<24} {state}\n{'':<24} {r['description']}")
+    emit({"providers": rows}, as_json, "\n".join(lines))
+
+
 # ---------------------------------------------------------------- adapt / report / demo
+# adapt, demo (E1): test-time adaptation and the demo on the embedded model
+@app.command()
+def adapt(
+    task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
+    solver: Annotated[str, typer.Option("--solver", help="Solver model spec (frozen), e.g. local:gemma-3-270m.")],
+    proposer: Annotated[str, typer.Option("--proposer", help="Proposer model spec (writes the edits).")],
+    solver_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: solver.")] = None,
+    proposer_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: proposer.")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Rounds R.")] = 3,
+    candidates: Annotated[int, typer.Option("--candidates", min=1, help="Candidates K per round.")] = 4,
+    strategy: Annotated[str, typer.Option(
+        "--strategy", help="sequential | independent (R*K proposals from the seed) | compare (both).")] = "sequential",
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for problems and proposer sampling.")] = 0,
+    n_feedback: Annotated[int, typer.Option("--n-feedback", min=1, help="Feedback-split problems.")] = 8,
+    n_score: Annotated[int, typer.Option("--n-score", min=1, help="Score-split problems (selection).")] = 16,
+    n_test: Annotated[int, typer.Option("--n-test", min=1, help="Test-split problems (reported only).")] = 32,
+    timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock seconds for one solve() call.")] = 60.0,
+    harness: Annotated[str | None, typer.Option(
+        "--harness", help="Start from this harness (.py or seed name); default: the task's seed.")] = None,
+    oracle: Annotated[bool, typer.Option(
+        "--oracle", help="Also report the oracle best-of-N by TEST split (an upper bound).")] = False,
+    max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help="Proposer completion length.")] = 1024,
+    temperature: Annotated[float, typer.Option("--proposer-temperature", help="Proposer temperature.")] = 0.8,
+    prime: Annotated[str, typer.Option(
+        "--proposer-prime",
+        help="Where the prompt ends: search (an opening SEARCH marker) | rewrite (a block opened on "
+             "solve(), the model writes the new body; for weak base models).")] = "search",
+    as_json: JsonOpt = False,
+) -> None:
+    """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
+    import asyncio
+
+    from harnesslearn.adapt import adapt as run_adapt
+    from harnesslearn.harness import load_harness
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.tasks import load_task
+
+    if timeout <= 0:
+        raise UserError("--timeout must be positive")
+    t = load_task(task)
+    seed_h = load_harness(harness) if harness else None
+    solver_m = load_model(solver, base_url=solver_base_url)
+    proposer_m = load_model(proposer, base_url=proposer_base_url)
+
+    async def go() -> dict[str, Any]:
+        try:
+            r = await run_adapt(
+                t, solver_m, proposer_m, strategy=strategy, rounds=rounds, candidates=candidates, run_dir=run_dir,
+                resume=resume, seed=seed, n_feedback=n_feedback, n_score=n_score, n_test=n_test,
+                budgets=Budgets(timeout_s=timeout), seed_harness=seed_h, oracle=oracle,
+                max_tokens=max_tokens, temperature=temperature, prime=prime,
+            )
+            return r.to_json()
+        finally:
+            await solver_m.aclose()
+            await proposer_m.aclose()
+
+    out = asyncio.run(go())
+
+    def j(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    human = (
+        f"{out['strategy']}: best harness {out['best_harness_id'][:12]}  score J {j(out['seed_score_J'])} -> "
+        f"{j(out['score_J'])}  test J {j(out['seed_test_J'])} -> {j(out['test_J'])}  "
+        f"({out['valid_proposals']}/{out['proposals']} valid proposals, {out['solver_calls']} solver calls)\n"
+        f"run directory: {out['run_dir']}"
+    )
+    for name, c in (out.get("compare") or {}).items():
+        orc = c.get("oracle")
+        human += (
+            f"\n  {name:<12} test J {j(c['test_J'])}  score J {j(c['score_J'])}  "
+            f"{c['valid_proposals']}/{c['proposals']} valid  {c['solver_calls']} solver calls"
+            + (f"  [oracle best-of-N test J {j(orc['test_J'])}: an upper bound]" if orc else "")
+        )
+    emit(out, as_json, human)
+
+
+@app.command()
+def demo(
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
+    family: Annotated[str, typer.Option("--family", help="Reasoning Gym family.")] = "basic_arithmetic",
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
+    model: Annotated[str, typer.Option(
+        "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
+    as_json: JsonOpt = False,
+) -> None:
+    """The main job on the embedded model (local:gemma-3-270m as solver and proposer), ending in a report."""
+    import asyncio
+
+    from harnesslearn.demo import run_demo
+
+    out = asyncio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
+    human = (
+        f"demo on rg:{family}: test J {out['seed_test_J']} -> {out['test_J']} "
+        f"({out['valid_proposals']}/{out['proposals']} valid proposals, {out['wall_s']:.0f} s)\n"
+        f"report: {out.get('report')}"
+    )
+    emit(out, as_json, human)
+
+
+# report (E2): the HTML report of a run directory
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `harnesslearn adapt`.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Write RUN_DIR/report.html (self-contained) and RUN_DIR/plots/*.png; print the path."""
+    from harnesslearn.report import render_report
+
+    r = render_report(run_dir)
+    emit({"report": str(r.path), "plots": [str(p) for p in r.plots]}, as_json, str(r.path))
+
+
 # ---------------------------------------------------------------- train
+
+
+ConfigOpt = Annotated[Path, typer.Option("--config", help="YAML config (see configs/paper and configs/tiny).")]
+
+
+@train_app.command("sft-data")
+def train_sft_data(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+    """Teacher revisions of the seed on the training families, filtered into a chat JSONL."""
+    import asyncio
+
+    from harnesslearn.training.config import SFTDataConfig, load_config
+    from harnesslearn.training.sft_data import generate
+
+    result = asyncio.run(generate(load_config(SFTDataConfig, config)))
+    share = ", ".join(f"{k} {v:.0%}" for k, v in result["kind_share"].items())
+    emit(result, as_json, f"kept {result['kept']} of {result['candidates']} revisions -> {result['out']} ({share})")
+
+
+@train_app.command("sft")
+def train_sft(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+    """Supervised fine-tuning of the proposer (TRL SFTTrainer + LoRA)."""
+    from harnesslearn.training.config import SFTTrainConfig, load_config
+    from harnesslearn.training.sft import run_sft
+
+    result = run_sft(load_config(SFTTrainConfig, config))
+    emit(result, as_json, f"{result['steps']} steps, loss {result['train_loss']:.4f}, adapter {result['adapter']}")
+
+
+@train_app.command("grpo")
+def train_grpo(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+    """GRPO of the proposer with the execution reward (TRL GRPOTrainer + LoRA)."""
+    from harnesslearn.training.config import GRPOTrainConfig, load_config
+    from harnesslearn.training.grpo import run_grpo
+
+    result = run_grpo(load_config(GRPOTrainConfig, config))
+    emit(result, as_json, f"{result['steps']} steps on {result['contexts']} contexts, adapter {result['adapter']}, "
+         f"rollouts {result['rollouts']}")
+
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,6 +393,10 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:
         sys.stderr.write(f"harnesslearn: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n")
         sys.exit(2)
+    except InfraError as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        sys.stderr.write(f"harnesslearn: infrastructure failure (not scored; resumable where the command has --resume): {first}\n")
+        sys.exit(1)
     except KeyboardInterrupt:
         sys.stderr.write("harnesslearn: interrupted\n")
         sys.exit(130)

@@ -1,0 +1,454 @@
+"""The executor: runs ``solve(model, question)`` of one harness on many problems in sandboxed
+workers, brokers their model and tool calls, and returns one ``RunRecord`` per problem.
+
+Trust split: the ``Problem`` objects (with gold answers), the task, the solver and the budgets
+stay in this process. A worker receives the harness source, the question and its limits, and
+nothing else. Scoring is not done here (see ``harnesslearn.evaluation``).
+
+Pool: one slot per concurrent problem. Each slot keeps one pre-started FRESH worker that waits
+for a single job; it is used once and never reused. After the job everything running as the
+slot's uid is killed and the next worker is spawned in the background, so the spawn cost
+(~40 ms under bwrap) is off the critical path.
+
+Failures: a harness failure is a record with a status, never an exception. An infrastructure
+failure (solver unreachable after its own retries, a sandbox that would not start) makes the
+executor retry the whole problem run ``infra_retries`` times; if it still fails the record has
+status ``infra_error`` (never scored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnesslearn.errors import InfraError, UserError
+from harnesslearn.models.base import ModelBackend
+from harnesslearn.sandbox import preflight
+from harnesslearn.sandbox.broker import Broker, InvalidRequest, Outcome
+from harnesslearn.sandbox.cgroup import SlotCgroup
+from harnesslearn.sandbox.launcher import (
+    LaunchSpec,
+    Limits,
+    ProtocolError,
+    Worker,
+    children_of,
+    find_bwrap,
+    find_python,
+    kill_uid,
+    start_worker,
+)
+from harnesslearn.sandbox.records import Budgets, RunRecord, Status
+from harnesslearn.sandbox.uids import UidLease, lease_uid, release_all
+from harnesslearn.tasks.base import Problem, Task
+
+ISOLATIONS = ("auto", "bwrap", "landlock", "none")
+
+
+def _ended_how(sig: int | None) -> str:
+    if sig is None:
+        return "exited"
+    try:
+        return f"was killed by {signal.Signals(sig).name}"
+    except ValueError:
+        return f"was killed by signal {sig}"
+
+
+def default_concurrency() -> int:
+    return max(1, min(16, 2 * (os.cpu_count() or 1)))
+
+
+class IsolationError(UserError):
+    """The sandbox does not hold on this machine (the preflight self-test failed)."""
+
+
+@dataclass
+class ExecutorConfig:
+    """How the executor runs workers. Every field has a safe default."""
+
+    concurrency: int = field(default_factory=default_concurrency)  # problems in flight, one slot uid each
+    isolation: str = "auto"  # "auto" (bwrap, else landlock) | "bwrap" | "landlock" | "none" (unsafe, loud)
+    python: str | None = None  # worker interpreter; default: first world-executable python3.11/python3 in /usr
+    infra_retries: int = 2  # extra attempts of a problem run after an infrastructure failure
+    preflight: bool = True  # run the hostile self-test before the first run
+    model_concurrency: int | None = None  # concurrent solver calls over all problems (None: = concurrency)
+    output_max_bytes: int = 64 * 1024  # stdout / stderr kept per run (the rest is drained and dropped)
+    answer_max_chars: int = 100_000  # longer answers are bad_result
+    max_frame_bytes: int = 8 * 1024 * 1024  # larger frames from a worker are a protocol violation
+    workdir_mb: int = 64  # tmpfs work dir (bwrap)
+    nproc: int = 64  # RLIMIT_NPROC (processes + threads of the slot uid)
+    nofile: int = 64  # RLIMIT_NOFILE
+    fsize_mb: int = 16  # RLIMIT_FSIZE (largest file a worker can write)
+    python_tool_timeout_s: float = 5.0  # cap on the python tool's timeout
+    python_tool_memory_mb: int = 256
+    python_tool_output_chars: int = 10_000
+    start_timeout_s: float = 20.0  # a worker not ready by then is an infrastructure failure
+    slot_uid_base: int = 61000  # as root: each slot leases two free uids >= this (worker, python tool)
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ISOLATIONS:
+            raise UserError(f"unknown isolation {self.isolation!r}; choose one of {', '.join(ISOLATIONS)}")
+        if self.concurrency < 1:
+            raise UserError("concurrency must be at least 1")
+
+
+class _Slot:
+    """One concurrent lane: a uid (as root) and at most one pre-started worker."""
+
+    def __init__(self, index: int, uid: int | None, tool_uid: int | None, cgroup: SlotCgroup | None = None) -> None:
+        self.index, self.uid, self.tool_uid, self.cgroup = index, uid, tool_uid, cgroup
+        self.pending: asyncio.Task[Worker] | None = None
+        self.tool_lock = asyncio.Lock()
+
+
+class Executor:
+    """Runs harness source on problems in sandboxed workers. Use as ``async with Executor(...)``."""
+
+    def __init__(self, solver: ModelBackend, config: ExecutorConfig | None = None) -> None:
+        self.solver = solver
+        self.config = config or ExecutorConfig()
+        self.spec: LaunchSpec | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: list[_Slot] = []
+        self._free: asyncio.Queue[_Slot] | None = None
+        self._model_sem: asyncio.Semaphore | None = None
+        self._search_cache: OrderedDict[str, Any] = OrderedDict()
+        self._leases: list[UidLease] = []
+        self._cgroups: list[SlotCgroup] = []
+
+    @property
+    def isolation(self) -> str | None:
+        """The isolation mode in use (resolved from "auto" at start), or None before start."""
+        return self.spec.isolation if self.spec else None
+
+    async def __aenter__(self) -> Executor:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ start-up
+    def _new_slot(self, index: int) -> _Slot:
+        """A slot with two leased uids (worker, python tool) as root; the current uid otherwise
+        (contained by bwrap's user and pid namespaces; nothing to sweep by uid)."""
+        if os.geteuid() != 0:
+            return _Slot(index, None, None)
+        leases = [lease_uid(self.config.slot_uid_base), lease_uid(self.config.slot_uid_base)]
+        self._leases += leases
+        for lease in leases:
+            kill_uid(lease.uid)  # a crashed earlier holder may have left processes behind
+        cgroup = SlotCgroup.create(str(leases[0].uid))
+        if cgroup is not None:
+            self._cgroups.append(cgroup)
+        return _Slot(index, leases[0].uid, leases[1].uid, cgroup)
+
+    def _resolve_spec(self, isolation: str) -> LaunchSpec:
+        python = find_python(self.config.python)
+        bwrap = find_bwrap()
+        if isolation == "bwrap" and bwrap is None:
+            raise IsolationError("bubblewrap is not installed (apt-get install bubblewrap), or use isolation 'landlock'")
+        return LaunchSpec(isolation, python, bwrap, self.config.workdir_mb)
+
+    async def start(self) -> None:
+        """Choose and check the isolation mode (preflight), then pre-start one worker per slot.
+        Raises IsolationError when no mode holds (isolation 'none' skips every check)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        if self._loop is not None:
+            self._kill_stale_pool()
+        self._loop = loop
+        self._model_sem = asyncio.Semaphore(self.config.model_concurrency or self.config.concurrency)
+        if self.spec is None:
+            self.spec = await self._choose_spec()
+        self._slots = [self._new_slot(i) for i in range(self.config.concurrency)]
+        self._free = asyncio.Queue()
+        for s in self._slots:
+            self._refill(s)
+            self._free.put_nowait(s)
+
+    async def _choose_spec(self) -> LaunchSpec:
+        wanted = self.config.isolation
+        if wanted == "none":
+            return self._resolve_spec("none")
+        modes = [m for m in ("bwrap", "landlock") if wanted in (m, "auto")]
+        if wanted == "auto" and find_bwrap() is None:
+            modes = ["landlock"]
+        reasons = []
+        for mode in modes:
+            spec = self._resolve_spec(mode)
+            if not self.config.preflight:
+                return spec
+            failures = await self._preflight(spec)
+            if not failures:
+                return spec
+            reasons.append(f"{mode}: {'; '.join(failures)}")
+        raise IsolationError(
+            "sandbox isolation does not hold on this machine (" + " | ".join(reasons)
+            + "); fix it, or run without isolation with --unsafe-no-sandbox (isolation='none')"
+        )
+
+    async def _preflight(self, spec: LaunchSpec) -> list[str]:
+        self.spec = spec
+        n_leases = len(self._leases)
+        slot = self._new_slot(0)
+        canary = preflight.Canary()
+        problem = Problem(id="preflight", question=canary.question(), answer=None)
+        try:
+            rec = await self._attempt(slot, preflight.PROBE, problem, (), None, Budgets(timeout_s=15.0), refill=False)
+            return preflight.check(spec.isolation, rec.answer, str(rec.status), rec.error, canary)
+        except InfraError as e:
+            return [f"sandbox would not start: {e}"]
+        finally:
+            self.spec = None
+            canary.cleanup()
+            if slot.cgroup is not None:
+                slot.cgroup.remove()
+                self._cgroups.remove(slot.cgroup)
+            release_all(self._leases[n_leases:])
+            del self._leases[n_leases:]
+
+    def _refill(self, slot: _Slot, used: Worker | None = None) -> None:
+        """Start the slot's next fresh worker in the background, after tearing down ``used``
+        (kill it and sweep the slot's uids) so that nothing of the last run can touch it."""
+        assert self.spec is not None
+        slot.pending = asyncio.create_task(self._recycle(slot, used, spawn=True))  # type: ignore[arg-type]
+
+    async def _recycle(self, slot: _Slot, used: Worker | None, spawn: bool) -> Worker | None:
+        if used is not None:
+            await used.kill()
+            if slot.tool_uid is not None:
+                await asyncio.to_thread(kill_uid, slot.tool_uid)
+        if not spawn:
+            return None
+        assert self.spec is not None
+        worker = await start_worker(
+            self.spec, slot.uid, output_cap=self.config.output_max_bytes,
+            max_frame=self.config.max_frame_bytes, start_timeout_s=self.config.start_timeout_s,
+        )
+        if slot.cgroup is not None:  # before its job, so everything the harness starts is inside
+            slot.cgroup.attach([worker.proc.pid, *children_of(worker.proc.pid)])
+        return worker
+
+    def _kill_stale_pool(self) -> None:
+        """Kill pre-started workers left from another event loop (synchronously)."""
+        for s in self._slots:
+            t, s.pending = s.pending, None
+            if t is not None and t.done() and not t.cancelled() and t.exception() is None:
+                pid = t.result().proc.pid
+                for child in children_of(pid):  # first, so that the launcher reaps it
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(child, signal.SIGKILL)
+                time.sleep(0.05)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+            for uid in (s.uid, s.tool_uid):
+                if uid is not None:
+                    kill_uid(uid)
+        self._remove_cgroups()
+        release_all(self._leases)
+        self._leases = []
+
+    def _remove_cgroups(self) -> None:
+        for cg in self._cgroups:
+            cg.remove()
+        self._cgroups = []
+
+    async def aclose(self) -> None:
+        """Kill the pool; afterwards nothing started by this executor is running."""
+        if self._loop is not asyncio.get_running_loop():
+            self._kill_stale_pool()
+            self._slots, self._loop = [], None
+            return
+        for s in self._slots:
+            t, s.pending = s.pending, None
+            if t is None:
+                continue
+            try:
+                w = await t
+            except (InfraError, asyncio.CancelledError):
+                continue
+            await w.kill()
+        self._remove_cgroups()
+        release_all(self._leases)
+        self._slots, self._loop, self._leases = [], None, []
+
+    # ------------------------------------------------------------------ running
+    async def run(
+        self,
+        source: str,
+        problems: Sequence[Problem],
+        task: Task,
+        budgets: Budgets | None = None,
+        on_record: Callable[[RunRecord], None] | None = None,
+    ) -> list[RunRecord]:
+        """One RunRecord per problem, in order. Never raises for a harness failure."""
+        await self.start()
+        assert self._free is not None and self.spec is not None
+        if self.spec.isolation == "none":
+            sys.stderr.write("WARNING: harnesslearn is running harness code WITHOUT a sandbox "
+                             "(--unsafe-no-sandbox): it can read, write and reach anything you can.\n")
+        budgets = budgets or Budgets()
+        tools = tuple(task.tools)
+        free = self._free
+
+        async def one(problem: Problem) -> RunRecord:
+            slot = await free.get()
+            try:
+                rec = await self._run_problem(slot, source, problem, task, tools, budgets)
+            finally:
+                free.put_nowait(slot)
+            if on_record is not None:
+                on_record(rec)
+            return rec
+
+        records = list(await asyncio.gather(*(one(p) for p in problems)))
+        # Let the background refills finish spawning: a process creation cancelled half-way
+        # (when the caller's event loop ends right after this call) can hang asyncio's shutdown.
+        refills = [s.pending for s in self._slots if s.pending is not None]
+        if refills:
+            await asyncio.wait(refills)
+        return records
+
+    async def _run_problem(
+        self, slot: _Slot, source: str, problem: Problem, task: Task, tools: tuple[str, ...], budgets: Budgets
+    ) -> RunRecord:
+        errors = []
+        for _ in range(self.config.infra_retries + 1):
+            try:
+                return await self._attempt(slot, source, problem, tools, task, budgets)
+            except InfraError as e:
+                errors.append(str(e))
+        return RunRecord(problem.id, Status.INFRA_ERROR, error=" | ".join(errors)[-2000:])
+
+    async def _take(self, slot: _Slot) -> Worker:
+        if slot.pending is None:
+            self._refill(slot)
+        assert slot.pending is not None
+        t, slot.pending = slot.pending, None
+        return await t
+
+    async def _attempt(
+        self, slot: _Slot, source: str, problem: Problem, tools: tuple[str, ...], task: Task | None,
+        budgets: Budgets, refill: bool = True,
+    ) -> RunRecord:
+        """One run of ``source`` on ``problem`` in the slot's fresh worker. Raises InfraError."""
+        cfg = self.config
+        worker = await self._take(slot)
+        broker = Broker(
+            solver=self.solver, budgets=budgets, model_semaphore=self._model_sem or asyncio.Semaphore(1),
+            python_tool=lambda code, timeout: self._python_tool(slot, code, timeout),
+            search_tool=lambda query, k: self._search(task, problem, query, k),
+            tools=tools, answer_max_chars=cfg.answer_max_chars,
+        )
+        limits = Limits(cpu_s=budgets.timeout_s + 1, memory_mb=budgets.memory_mb, nproc=cfg.nproc,
+                        fsize_mb=cfg.fsize_mb, nofile=cfg.nofile)
+        job = {"type": "job", "mode": "solve", "source": source, "question": problem.question,
+               "limits": limits.job_dict(), "answer_max_chars": cfg.answer_max_chars}
+        oom_before = 0
+        if slot.cgroup is not None:
+            slot.cgroup.set_limits((2 * budgets.memory_mb + cfg.python_tool_memory_mb + cfg.workdir_mb) << 20,
+                                   2 * cfg.nproc)
+            oom_before = slot.cgroup.oom_kills()
+        t0 = time.perf_counter()
+        try:
+            try:
+                await worker.send(job)
+            except (ConnectionError, OSError) as e:
+                raise InfraError(f"worker died before receiving its job: {e}") from None
+            try:
+                outcome = await asyncio.wait_for(broker.serve(worker), budgets.timeout_s)
+            except TimeoutError:
+                outcome = Outcome(Status.TIMEOUT, error=f"no result within {budgets.timeout_s:g} s")
+            wall = time.perf_counter() - t0
+            if outcome.status is None:  # channel closed: give the process a moment to end
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(worker.proc.wait(), 1.0)
+                outcome = self._from_exit(worker)
+                if outcome.status == Status.CRASH and slot.cgroup and slot.cgroup.oom_kills() > oom_before:
+                    outcome = Outcome(Status.MEMORY, error="killed by the out-of-memory killer (slot memory cap)")
+            if outcome.status != Status.TIMEOUT:
+                # A worker exits right after its final frame, which ends its pid namespace: the
+                # output pipes then reach EOF and the captured evidence is complete.
+                await asyncio.wait(worker.drains, timeout=0.2)
+            stdout, stderr = worker.stdout.text(), worker.stderr.text()
+        finally:
+            # Teardown (kill, uid sweeps) and the next spawn run in the background; the slot's
+            # next job waits for them, so nothing of this run can touch it.
+            if refill:
+                self._refill(slot, worker)
+            else:
+                await self._recycle(slot, worker, spawn=False)
+        return RunRecord(
+            problem_id=problem.id, status=outcome.status or Status.NO_RESULT,
+            answer=outcome.answer if outcome.status == Status.OK else None, error=outcome.error,
+            calls=broker.calls, wall_s=wall, stdout=stdout, stderr=stderr,
+        )
+
+    @staticmethod
+    def _from_exit(worker: Worker) -> Outcome:
+        """Status of a worker whose channel closed without a final frame (exit code is never success)."""
+        if worker.proc.returncode is None:
+            return Outcome(Status.NO_RESULT, error="closed its result channel without a result")
+        sig = worker.exit_signal()
+        if sig == signal.SIGXCPU:
+            return Outcome(Status.TIMEOUT, error="CPU time limit exceeded")
+        if sig is not None:
+            return Outcome(Status.CRASH, error=f"worker {_ended_how(sig)}")
+        return Outcome(Status.NO_RESULT, error=f"worker exited (code {worker.proc.returncode}) without a result")
+
+    # ------------------------------------------------------------------ tools
+    async def _python_tool(self, slot: _Slot, code: str, timeout: float) -> str:
+        """Run model-written code in a NEW sandbox with tighter limits; its output or 'Error: ...'."""
+        assert self.spec is not None
+        cfg = self.config
+        timeout = max(0.1, min(timeout, cfg.python_tool_timeout_s))
+        limits = Limits(cpu_s=timeout + 1, memory_mb=cfg.python_tool_memory_mb, nproc=16, fsize_mb=4, nofile=32)
+        async with slot.tool_lock:
+            w = await start_worker(self.spec, slot.tool_uid, output_cap=4096, max_frame=1 << 20,
+                                   start_timeout_s=cfg.start_timeout_s)
+            if slot.cgroup is not None:
+                slot.cgroup.attach([w.proc.pid, *children_of(w.proc.pid)])
+            try:
+                await w.send({"type": "job", "mode": "code", "code": code, "limits": limits.job_dict(),
+                              "output_max_chars": cfg.python_tool_output_chars})
+                frame = await asyncio.wait_for(w.recv(), timeout)
+            except TimeoutError:
+                return f"Error: timed out after {timeout:g} s"
+            except ProtocolError as e:
+                return f"Error: {e}"
+            except (ConnectionError, OSError):
+                frame = None
+            finally:
+                await w.kill()
+                if slot.tool_uid is not None:
+                    await asyncio.to_thread(kill_uid, slot.tool_uid)
+        if frame and frame.get("type") == "result" and type(frame.get("answer")) is str:
+            return str(frame["answer"])[: cfg.python_tool_output_chars]
+        return f"Error: the code {_ended_how(w.exit_signal())} without finishing"
+
+    async def _search(self, task: Task | None, problem: Problem, query: str, k: int) -> list[dict[str, str]]:
+        if task is None:
+            raise InvalidRequest("search is not available")
+        key = f"{task.spec}\0{problem.id}"
+        index: Any = self._search_cache.get(key)
+        if index is None:
+            docs = task.search_documents(problem)
+            if docs is None:
+                raise InvalidRequest("search is not available for this task")
+            from harnesslearn.tools.search import SearchIndex
+
+            index = await asyncio.to_thread(SearchIndex, docs)
+            self._search_cache[key] = index
+            while len(self._search_cache) > 256:
+                self._search_cache.popitem(last=False)
+        self._search_cache.move_to_end(key)
+        return list(await asyncio.to_thread(index.search, query, k))

@@ -1,0 +1,375 @@
+"""Start one sandboxed worker process and talk to it (trusted side).
+
+A worker is a freshly exec'd ``python3.11 -I -S -c <worker.py source>``: never a fork of this
+process, so nothing loaded here (answers, keys, the solver) can leak into it. Three launch modes:
+
+- ``bwrap``: bubblewrap with every namespace unshared (user, pid, net, ipc, uts, cgroup, mount),
+  no further user namespaces, a new session, a cleared environment, ``/usr`` read-only (plus the
+  ``/lib``/``/bin`` links), a fresh ``/proc`` and minimal ``/dev``, and a size-capped tmpfs as the
+  work dir. Nothing of ``/root``, ``/home``, ``/work``, the repository, datasets or caches is
+  mounted. When this process is root, bwrap itself runs as a per-slot unprivileged uid.
+- ``landlock``: no namespaces; the worker runs as the slot uid in a fresh private work dir with a
+  cleared environment and restricts itself with Landlock (see ``worker.py``).
+- ``none``: a fresh interpreter with a cleared environment and rlimits, nothing else. Unsafe.
+
+In every mode the worker applies rlimits (and, except ``none``, seccomp) itself before the
+harness runs. The answer travels only on a socketpair descriptor as nonce-tagged, length-capped
+JSON frames; stdout and stderr are drained with caps and kept as evidence, never parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import InfraError, UserError
+
+WORKER_SOURCE = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
+PYTHON_CANDIDATES = ("/usr/bin/python3.11", "/usr/bin/python3", "/usr/local/bin/python3.11", "/usr/local/bin/python3")
+SANDBOX_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "MALLOC_ARENA_MAX": "2"}  # arenas reserve 64 MiB of address space each
+
+
+class ProtocolError(Exception):
+    """The worker sent something that is not a valid frame (oversized, not JSON, wrong nonce)."""
+
+
+def _world_executable(path: str) -> bool:
+    """True when ``path`` is an ELF binary that any uid can traverse to and execute."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+        with open(real, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return False  # a shell shim (pyenv) or script: slow and often under a private home
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or not st.st_mode & stat.S_IXOTH or not st.st_mode & stat.S_IROTH:
+        return False
+    parent = Path(real).parent
+    for d in (parent, *parent.parents):
+        if not os.stat(d).st_mode & stat.S_IXOTH:
+            return False
+    return True
+
+
+def find_python(override: str | None = None) -> str:
+    """The worker interpreter: ``override``, else the first of ``PYTHON_CANDIDATES`` that an
+    unprivileged uid can execute. Raises UserError when none is usable."""
+    candidates = [override] if override else list(PYTHON_CANDIDATES)
+    for c in candidates:
+        if c and _world_executable(c):
+            return c
+    if override:
+        raise UserError(f"worker interpreter {override} is not an ELF binary executable by any uid")
+    raise UserError("no worker interpreter found (need a world-executable python3.11+, e.g. apt-get install python3)")
+
+
+def find_bwrap() -> str | None:
+    return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits applied by the worker itself (hard rlimits) plus the tmpfs size (bwrap mode)."""
+
+    cpu_s: float
+    memory_mb: int
+    nproc: int = 64
+    fsize_mb: int = 16
+    nofile: int = 64
+    workdir_mb: int = 64
+
+    def job_dict(self) -> dict[str, int | float]:
+        return {
+            "cpu_s": self.cpu_s,
+            "memory_bytes": self.memory_mb * 1024 * 1024,
+            "nproc": self.nproc,
+            "fsize_bytes": self.fsize_mb * 1024 * 1024,
+            "nofile": self.nofile,
+        }
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """How to start workers: mode, interpreter, and (as root) the slot uid to run them as."""
+
+    isolation: str  # "bwrap" | "landlock" | "none"
+    python: str
+    bwrap: str | None = None
+    workdir_mb: int = 64
+
+    def _root_binds(self) -> list[str]:
+        args = ["--ro-bind", "/usr", "/usr"]
+        for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+            if os.path.islink(top):
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += ["--ro-bind", top, top]
+        prefix = str(Path(self.python).resolve().parent.parent)
+        if not prefix.startswith("/usr"):
+            args += ["--ro-bind", prefix, prefix]
+        return args
+
+    def command(self, fd: int, nonce: str) -> list[str]:
+        worker = [self.python, "-I", "-S", "-c", WORKER_SOURCE, str(fd), nonce, self.isolation]
+        if self.isolation != "bwrap":
+            return worker
+        assert self.bwrap is not None
+        env: list[str] = []
+        for k, v in {**SANDBOX_ENV, "HOME": "/tmp", "TMPDIR": "/tmp"}.items():
+            env += ["--setenv", k, v]
+        return [
+            self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--as-pid-1", "--clearenv", *env, *self._root_binds(),
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(self.workdir_mb * 1024 * 1024), "--tmpfs", "/tmp", "--chdir", "/tmp",
+            "--hostname", "sandbox", "--", *worker,
+        ]
+
+
+class CappedBuffer:
+    """Keeps the first ``cap`` bytes of a stream; counts (and drops) the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.total += len(chunk)
+
+    def text(self) -> str:
+        s = self.data.decode("utf-8", errors="replace")
+        if self.total > len(self.data):
+            s += f"\n[... {self.total - len(self.data)} more bytes dropped]"
+        return s
+
+
+async def _drain(stream: asyncio.StreamReader | None, buf: CappedBuffer) -> None:
+    if stream is None:
+        return
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return
+        buf.feed(chunk)
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids whose parent is ``pid`` (scans /proc/*/stat)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat_line = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = stat_line.rpartition(")")[2].split()
+            if len(fields) > 1 and fields[1] == str(pid):
+                out.append(int(entry.name))
+    return out
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """Pids of live (non-zombie) processes whose real uid is ``uid`` (walks /proc)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        if fields.get("State", "").strip().startswith("Z"):
+            continue
+        uids = fields.get("Uid", "").split()
+        if uids and int(uids[0]) == uid:
+            out.append(int(entry.name))
+    return out
+
+
+def kill_uid(uid: int, rounds: int = 50) -> bool:
+    """SIGKILL every process whose real uid is ``uid`` until none is left; True when none is.
+
+    Race-free against pid reuse: each pid is pinned with a pidfd before its uid is checked.
+    Only meaningful as root, for a uid used by nothing else (the slot uids). A fork bomb cannot
+    outrun it for long because RLIMIT_NPROC caps the uid's processes. Blocking (reads /proc)."""
+    for _ in range(rounds):
+        pids = processes_of_uid(uid)
+        if not pids:
+            return True
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if pid in processes_of_uid_subset(uid, [pid]):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        time.sleep(0.001)
+    return not processes_of_uid(uid)
+
+
+def processes_of_uid_subset(uid: int, pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are live processes of ``uid``."""
+    out = []
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("Uid:"):
+                if int(line.split()[1]) == uid:
+                    out.append(pid)
+                break
+    return out
+
+
+@dataclass
+class Worker:
+    """One started worker: the process, the trusted end of the frame channel, captured output."""
+
+    proc: asyncio.subprocess.Process
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    nonce: str
+    uid: int | None
+    max_frame: int
+    workdir: str | None = None
+    stdout: CappedBuffer = field(default_factory=lambda: CappedBuffer(0))
+    stderr: CappedBuffer = field(default_factory=lambda: CappedBuffer(0))
+    drains: list[asyncio.Task[None]] = field(default_factory=list)
+    killed: bool = False
+
+    async def send(self, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        self.writer.write(struct.pack(">I", len(data)) + data)
+        await self.writer.drain()
+
+    async def recv(self) -> dict[str, Any] | None:
+        """The next frame, or None at end of stream. Raises ProtocolError for a bad frame."""
+        try:
+            head = await self.reader.readexactly(4)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        (n,) = struct.unpack(">I", head)
+        if n > self.max_frame:
+            raise ProtocolError(f"frame of {n} bytes exceeds the cap of {self.max_frame}")
+        try:
+            data = await self.reader.readexactly(n)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        try:
+            obj = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ProtocolError(f"frame is not valid JSON: {e}") from None
+        if not isinstance(obj, dict) or obj.get("nonce") != self.nonce:
+            raise ProtocolError("frame without the run's nonce")
+        return obj
+
+    async def kill(self) -> None:
+        """Kill the worker and everything it started; wait for it; close the channel.
+
+        The launcher's children (bwrap's pid-namespace init, or the worker's own children) die
+        first so that the launcher reaps them and exits by itself: killing the launcher first
+        would leave its child to be re-parented (a zombie where PID 1 does not reap)."""
+        self.killed = True
+        if self.proc.returncode is None:
+            for child in children_of(self.proc.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 0.5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        if self.uid is not None:
+            await asyncio.to_thread(kill_uid, self.uid)
+        await self.proc.wait()
+        self.writer.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*self.drains, return_exceptions=True), 2.0)
+        for t in self.drains:
+            t.cancel()
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def exit_signal(self) -> int | None:
+        """The signal that ended the worker (bwrap reports it as 128+N), if any."""
+        rc = self.proc.returncode
+        if rc is None:
+            return None
+        if rc < 0:
+            return -rc
+        return rc - 128 if rc > 128 else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not plain JSON")
+
+
+def _private_workdir(uid: int | None) -> str:
+    d = tempfile.mkdtemp(prefix="hl-work-")
+    if uid is not None:
+        os.chown(d, uid, uid)
+    os.chmod(d, 0o700)
+    return d
+
+
+async def start_worker(
+    spec: LaunchSpec, uid: int | None, *, output_cap: int, max_frame: int, start_timeout_s: float
+) -> Worker:
+    """Spawn a fresh worker and wait for its ``ready`` frame. Raises InfraError if it does not
+    come up within ``start_timeout_s``."""
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    nonce = secrets.token_hex(16)
+    workdir = None if spec.isolation == "bwrap" else _private_workdir(uid)
+    env = dict(SANDBOX_ENV, HOME=workdir or "/tmp", TMPDIR=workdir or "/tmp")
+    ids: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *spec.command(child.fileno(), nonce),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(child.fileno(),), env=env, cwd=workdir or "/", start_new_session=True, **ids,
+        )
+    except OSError as e:
+        parent.close()
+        raise InfraError(f"sandbox would not start: {e}") from None
+    finally:
+        child.close()
+    reader, writer = await asyncio.open_connection(sock=parent, limit=2**16)
+    w = Worker(proc, reader, writer, nonce, uid, max_frame, workdir, CappedBuffer(output_cap), CappedBuffer(output_cap))
+    w.drains = [asyncio.create_task(_drain(proc.stdout, w.stdout)), asyncio.create_task(_drain(proc.stderr, w.stderr))]
+    try:
+        ready = await asyncio.wait_for(w.recv(), start_timeout_s)
+    except (TimeoutError, ProtocolError) as e:
+        await w.kill()
+        raise InfraError(f"sandbox did not become ready: {e or 'timeout'}") from None
+    if ready is None or ready.get("type") != "ready":
+        await w.kill()
+        raise InfraError(f"sandbox did not start ({spec.isolation}): {w.stderr.text()[-500:].strip()}")
+    return w

@@ -1,0 +1,198 @@
+"""Unit tests of the executor: broker validation, budgets, infrastructure retries, tools,
+isolation modes. Hostile harnesses are in test_hostile.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harnesslearn.errors import InfraError, UserError
+from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status
+from harnesslearn.sandbox.broker import InvalidRequest, parse_generate
+from harnesslearn.sandbox.launcher import find_python
+from harnesslearn.sandbox.worker import seccomp_program
+from harnesslearn.tasks.base import Problem, Score, Task
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+ECHO = "def solve(model, question):\n    return model('Q: ' + question)\n"
+
+
+class Echo(ModelBackend):
+    spec = "test:echo"
+
+    def __init__(self, tokens: int = 4) -> None:
+        self.tokens = tokens
+        self.requests: list[GenerateRequest] = []
+
+    async def generate(self, request: GenerateRequest) -> Completion:
+        self.requests.append(request)
+        text = request.prompt if isinstance(request.prompt, str) else request.prompt[-1]["content"]
+        return Completion(texts=[f"echo {text}"] * request.n, prompt_tokens=self.tokens, completion_tokens=self.tokens)
+
+
+class Down(ModelBackend):
+    spec = "test:down"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, request: GenerateRequest) -> Completion:
+        self.calls += 1
+        raise InfraError("server down")
+
+
+class Toy(Task):
+    spec = name = family = "toy"
+    tools = ("python", "search")
+
+    @property
+    def description(self) -> str:
+        return "toy"
+
+    def candidates(self, seed: int) -> Iterator[Problem]:
+        for i in range(1000):
+            yield Problem(f"p{i}", f"question {i}", f"answer {i}")
+
+    def score(self, answer: str, problem: Problem) -> Score:
+        return Score(float(answer == problem.answer))
+
+    def search_documents(self, problem: Problem) -> list[dict[str, str]] | None:
+        return [{"title": "Paris", "text": "Paris is the capital of France."},
+                {"title": "Bananas", "text": "Bananas are yellow fruit."}]
+
+
+def run(source: str, n: int = 1, model: ModelBackend | None = None, budgets: Budgets | None = None,
+        **cfg: object) -> list[RunRecord]:
+    problems = list(Toy().candidates(0))[:n]
+
+    async def go() -> list[RunRecord]:
+        config = ExecutorConfig(concurrency=2, **cfg)  # type: ignore[arg-type]
+        async with Executor(model or Echo(), config) as ex:
+            return await ex.run(source, problems, Toy(), budgets or Budgets(timeout_s=10))
+
+    return asyncio.run(go())
+
+
+def test_find_python_rejects_a_shell_shim(tmp_path: Path) -> None:
+    shim = tmp_path / "python3"
+    shim.write_text("#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n")
+    shim.chmod(0o755)
+    with pytest.raises(UserError):
+        find_python(str(shim))
+    assert os.stat(find_python()).st_mode & stat.S_IXOTH
+
+
+def test_seccomp_program_is_whole_instructions() -> None:
+    prog = seccomp_program()
+    assert len(prog) % 8 == 0 and len(prog) // 8 < 4096
+
+
+def test_parse_generate_checks_every_field() -> None:
+    ok = parse_generate({"prompt": "hi", "n": 2, "stop": ["\n"], "temperature": 0.5})
+    assert ok.n == 2 and ok.stop == ("\n",) and ok.temperature == 0.5
+    for bad in ({"prompt": 3}, {"prompt": "x", "n": 0}, {"prompt": "x", "n": True}, {"prompt": "x", "max_tokens": -1},
+                {"prompt": "x", "temperature": float("nan")}, {"prompt": [{"role": "user"}]},
+                {"prompt": "x", "stop": [1]}, {"prompt": "x", "seed": "1"}, []):
+        with pytest.raises(InvalidRequest):
+            parse_generate(bad)
+
+
+def test_records_come_back_in_order_with_calls_logged() -> None:
+    model = Echo()
+    recs = run(ECHO, n=5, model=model)
+    assert [r.problem_id for r in recs] == [f"p{i}" for i in range(5)]
+    assert all(r.status == Status.OK for r in recs)
+    assert [r.answer for r in recs] == [f"echo Q: question {i}" for i in range(5)]
+    assert all(r.n_calls == 1 and r.tokens == 8 and r.calls[0].request["prompt"].startswith("Q: ") for r in recs)
+
+
+def test_generate_params_and_messages_reach_the_solver() -> None:
+    model = Echo()
+    src = ("def solve(model, question):\n"
+           "    a = model.generate([{'role': 'user', 'content': 'hello'}], n=3, temperature=0.7, stop='\\n')\n"
+           "    return '|'.join(a)\n")
+    rec = run(src, model=model)[0]
+    assert rec.status == Status.OK and rec.answer == "echo hello|echo hello|echo hello"
+    req = model.requests[0]
+    assert req.n == 3 and req.temperature == 0.7 and req.stop == ("\n",)
+
+
+def test_token_budget_ends_the_run() -> None:
+    src = "def solve(model, question):\n    for _ in range(5):\n        model('x')\n    return 'done'\n"
+    rec = run(src, model=Echo(tokens=100), budgets=Budgets(timeout_s=10, max_tokens=500))[0]
+    assert rec.status == Status.BUDGET_EXCEEDED and "tokens" in (rec.error or "")
+
+
+def test_solver_down_is_an_infra_error_after_retries() -> None:
+    down = Down()
+    rec = run(ECHO, model=down, infra_retries=2)[0]
+    assert rec.status == Status.INFRA_ERROR and "server down" in (rec.error or "")
+    assert down.calls == 3
+
+
+def test_model_error_is_catchable_by_the_harness() -> None:
+    src = ("def solve(model, question):\n    try:\n        model.generate('x', n=10**6)\n"
+           "    except RuntimeError as e:\n        return 'caught ' + type(e).__name__\n")
+    rec = run(src)[0]
+    assert rec.status == Status.OK and rec.answer == "caught ModelError"
+
+
+def test_python_and_search_tools() -> None:
+    src = ("def solve(model, question):\n    out = model.python('print(sum(range(10)))')\n"
+           "    err = model.python('1/0')\n    docs = model.search('capital of France', k=1)\n"
+           "    return out.strip() + '|' + err + '|' + docs[0]['title']\n")
+    rec = run(src)[0]
+    assert rec.status == Status.OK, rec.error
+    assert rec.answer == "45|Error: ZeroDivisionError: division by zero|Paris"
+    assert [c.kind for c in rec.calls].count("python") == 2
+
+
+def test_tool_budget() -> None:
+    src = "def solve(model, question):\n    for _ in range(5):\n        model.python('print(1)')\n    return 'x'\n"
+    rec = run(src, budgets=Budgets(timeout_s=10, tool_calls=2))[0]
+    assert rec.status == Status.BUDGET_EXCEEDED
+
+
+def test_unsafe_mode_warns_every_run(capsys: pytest.CaptureFixture[str]) -> None:
+    recs = run(ECHO, n=2, isolation="none")
+    assert all(r.status == Status.OK for r in recs)
+    assert "WARNING" in capsys.readouterr().err
+
+
+def test_landlock_fallback_holds() -> None:
+    src = ("import os, socket\ndef solve(model, question):\n    out = []\n"
+           "    for p in ('/etc/hostname', '/root', '/work'):\n"
+           "        try:\n            os.listdir(p) if os.path.isdir(p) else open(p).read()\n            out.append('read')\n"
+           "        except OSError:\n            out.append('denied')\n"
+           "    try:\n        socket.socket()\n        out.append('socket')\n    except OSError:\n        out.append('denied')\n"
+           "    open('mine.txt', 'w').write('x')\n    return ','.join(out) + '|' + model('hi')\n")
+    rec = run(src, isolation="landlock")[0]
+    assert rec.status == Status.OK, rec.error
+    assert rec.answer == "denied,denied,denied,denied|echo hi"
+
+
+def test_executor_reopens_in_a_new_event_loop_after_aclose() -> None:
+    ex = Executor(Echo(), ExecutorConfig(concurrency=1))
+    problems = list(Toy().candidates(0))[:1]
+
+    async def go() -> list[RunRecord]:
+        try:
+            return await ex.run(ECHO, problems, Toy(), Budgets(timeout_s=10))
+        finally:
+            await ex.aclose()
+
+    for _ in range(2):
+        assert asyncio.run(go())[0].status == Status.OK
+
+
+def test_unknown_isolation_is_a_user_error() -> None:
+    with pytest.raises(UserError):
+        ExecutorConfig(isolation="docker")
