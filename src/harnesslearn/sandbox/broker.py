@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,29 @@ class Broker:
     _model_calls: int = 0
     _tool_calls: int = 0
     _tokens: int = 0
+    _in_flight: int = 0  # model calls of this problem now in flight
+    _model_wait: float = 0.0  # finished seconds during which a model call was in flight
+    _since: float = 0.0  # when the current in-flight stretch began
+
+    def model_wait_s(self) -> float:
+        """Wall seconds this problem spent waiting on the solver (queueing, generation, the
+        backend's retries of server faults). The executor does not charge them to the harness's
+        ``timeout_s``: model use is budgeted by calls and tokens, and a slow or faulty server must
+        not turn into a harness ``timeout`` scored 0."""
+        extra = time.perf_counter() - self._since if self._in_flight else 0.0
+        return self._model_wait + extra
+
+    @contextlib.asynccontextmanager
+    async def _model_in_flight(self) -> AsyncIterator[None]:
+        if self._in_flight == 0:
+            self._since = time.perf_counter()
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._model_wait += time.perf_counter() - self._since
 
     async def serve(self, worker: Worker) -> Outcome:
         """Handle frames until the worker's final frame, end of stream, or a budget/protocol
@@ -205,7 +228,7 @@ class Broker:
             record.request = {"prompt": _clip(gen.prompt) if isinstance(gen.prompt, str) else gen.prompt,
                               "n": gen.n, "temperature": gen.temperature, "max_tokens": gen.max_tokens,
                               "stop": list(gen.stop) if gen.stop else None, "top_p": gen.top_p, "seed": gen.seed}
-            async with self.model_semaphore:
+            async with self._model_in_flight(), self.model_semaphore:
                 completion = await self.solver.generate(gen)
             record.prompt_tokens, record.completion_tokens = completion.prompt_tokens, completion.completion_tokens
             texts = [str(t) for t in completion.texts]

@@ -364,10 +364,7 @@ class Executor:
                 await worker.send(job)
             except (ConnectionError, OSError) as e:
                 raise InfraError(f"worker died before receiving its job: {e}") from None
-            try:
-                outcome = await asyncio.wait_for(broker.serve(worker), budgets.timeout_s)
-            except TimeoutError:
-                outcome = Outcome(Status.TIMEOUT, error=f"no result within {budgets.timeout_s:g} s")
+            outcome = await self._serve_until_deadline(broker, worker, t0, budgets.timeout_s)
             wall = time.perf_counter() - t0
             if outcome.status is None:  # channel closed: give the process a moment to end
                 with contextlib.suppress(TimeoutError):
@@ -392,6 +389,27 @@ class Executor:
             answer=outcome.answer if outcome.status == Status.OK else None, error=outcome.error,
             calls=broker.calls, wall_s=wall, stdout=stdout, stderr=stderr,
         )
+
+    @staticmethod
+    async def _serve_until_deadline(broker: Broker, worker: Worker, t0: float, timeout_s: float) -> Outcome:
+        """Serve the worker until its final frame or until ``timeout_s`` of the harness's own
+        time has passed. Time spent waiting on the solver model (``broker.model_wait_s()``) does
+        not count: a call in flight keeps pushing the deadline out; calls are bounded by the
+        call and token budgets and by the backend's own timeouts and retries."""
+        serve = asyncio.ensure_future(broker.serve(worker))
+        try:
+            while True:
+                remaining = t0 + timeout_s + broker.model_wait_s() - time.perf_counter()
+                if remaining <= 0:
+                    return Outcome(Status.TIMEOUT, error=f"no result within {timeout_s:g} s (not counting model calls)")
+                done, _ = await asyncio.wait({serve}, timeout=remaining)
+                if done:
+                    return serve.result()
+        finally:
+            if not serve.done():
+                serve.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serve
 
     @staticmethod
     def _from_exit(worker: Worker) -> Outcome:
@@ -444,9 +462,9 @@ class Executor:
             docs = task.search_documents(problem)
             if docs is None:
                 raise InvalidRequest("search is not available for this task")
-            from harnesslearn.tools.search import SearchIndex
+            from harnesslearn.tools.search import index_for_documents
 
-            index = await asyncio.to_thread(SearchIndex, docs)
+            index = await asyncio.to_thread(index_for_documents, docs)  # shared across questions of one corpus
             self._search_cache[key] = index
             while len(self._search_cache) > 256:
                 self._search_cache.popitem(last=False)
