@@ -191,6 +191,7 @@ def run(
 
     ev = asyncio.run(go())
     result = ev.to_json()
+    result["model_stats"] = model.stats()  # calls, tokens, cache hits, retries, faults, infra errors
     j = "n/a (all runs hit infrastructure failures)" if ev.J is None else f"{ev.J:.3f}"
     rate = "n/a" if ev.completion_rate is None else f"{ev.completion_rate:.0%}"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(ev.status_counts().items()))

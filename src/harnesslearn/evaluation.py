@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnesslearn.harness import Harness
-from harnesslearn.sandbox.records import Budgets, RunRecord, Status
+from harnesslearn.sandbox.records import Budgets, CallRecord, RunRecord, Status
 from harnesslearn.tasks.base import Problem, Task
 
 if TYPE_CHECKING:
@@ -46,7 +46,29 @@ class ProblemResult:
             "wall_s": round(self.wall_s, 4),
             "error": self.error,
             "details": self.details,
+            "model_calls": [_call_json(c) for c in self.record.calls],
         }
+
+
+def _clip(x: Any, n: int = 400) -> Any:
+    if isinstance(x, str):
+        return x if len(x) <= n else x[: n // 2] + " ... " + x[-n // 2 :]
+    if isinstance(x, list):
+        return [_clip(v, n) for v in x[:8]]
+    return x
+
+
+def _call_json(c: CallRecord) -> dict[str, Any]:
+    """One model or tool call of a run, clipped: the evidence of what the solver really said."""
+    req = c.request or {}
+    return {
+        "kind": c.kind,
+        "prompt": _clip(req.get("prompt", req.get("code", req.get("query")))),
+        "completion": _clip(c.response),
+        "tokens": c.prompt_tokens + c.completion_tokens,
+        "latency_s": round(c.latency_s, 4),
+        "error": c.error,
+    }
 
 
 @dataclass
