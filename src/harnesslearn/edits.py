@@ -141,7 +141,7 @@ def apply_blocks(source: str, blocks: tuple[Block, ...]) -> tuple[str | None, Re
             return None, Reason.AMBIGUOUS, f"block {i}: SEARCH text matches {len(hits)} places"
         spans.append((hits[0], hits[0] + len(needle), i))
     spans.sort()
-    for (s1, e1, i1), (s2, _e2, i2) in zip(spans, spans[1:], strict=False):
+    for (_s1, e1, i1), (s2, _e2, i2) in zip(spans, spans[1:], strict=False):
         if s2 < e1:
             return None, Reason.OVERLAPPING, f"blocks {min(i1, i2)} and {max(i1, i2)} overlap"
     out, prev = [], 0

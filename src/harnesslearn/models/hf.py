@@ -155,14 +155,23 @@ class HFBackend(Backend):
             kw.update(do_sample=True, temperature=req0.temperature, top_p=req0.top_p, top_k=self.top_k)
         else:
             kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if req0.stop:
+        if req0.stop and getattr(self, "_stop_strings_ok", True):
             kw.update(stop_strings=list(req0.stop), tokenizer=self.tokenizer)
         if self.static_cache:
             kw["cache_implementation"] = "static"
         if req0.seed is not None:
             torch.manual_seed(req0.seed)
         with torch.inference_mode():
-            out = self.model.generate(**enc, **kw)
+            try:
+                out = self.model.generate(**enc, **kw)
+            except ValueError:
+                if "stop_strings" not in kw:
+                    raise
+                # Some tokenizers cannot build transformers' stop-string criteria; stop strings are
+                # then applied to the decoded text only (apply_stop below), after full generation.
+                self._stop_strings_ok = False
+                kw.pop("stop_strings"), kw.pop("tokenizer")
+                out = self.model.generate(**enc, **kw)
         new = out[:, enc["input_ids"].shape[1]:].tolist()
         p_lens = enc["attention_mask"].sum(dim=1).tolist()
         ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id}

@@ -1,0 +1,258 @@
+"""Runtime helpers shared by the H200 experiment scripts: import path, sandbox isolation with
+an explicit, loud fallback, the worker interpreter, a GPU utilisation sampler and a phase
+timeline.
+
+The scripts run from the repository root with ``PYTHONPATH=/tmp/site:src`` on the device
+machine (src/ is not pip-installed there); ``ensure_src`` adds ``src/`` when it is missing so
+that ``python3 experiments/h200_grpo.py`` also works without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = time.time()
+
+# isolation levels tried in order, from the requested one down to no sandbox at all
+FALLBACK = {"auto": ["auto", "none"], "bwrap": ["bwrap", "landlock", "none"], "landlock": ["landlock", "none"],
+            "none": ["none"]}
+
+
+def ensure_src() -> None:
+    """Put the repository's ``src/`` on ``sys.path`` unless ``harnesslearn`` is importable."""
+    try:
+        import harnesslearn  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(ROOT / "src"))
+
+
+def restart_clock() -> None:
+    """Start the clock that logs, timelines and GPU samples count from (each script's main)."""
+    global T0
+    T0 = time.time()
+
+
+def log(msg: str) -> None:
+    """One progress line on stderr with the seconds since the script started."""
+    print(f"[{time.time() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def loud(msg: str) -> None:
+    bar = "!" * 78
+    print(f"{bar}\n!! {msg}\n{bar}", file=sys.stderr, flush=True)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str, allow_nan=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def raise_fd_limit(wanted: int = 65536) -> dict[str, int]:
+    """Raise the soft limit of open files towards the hard limit: each sandbox slot holds two uid
+    lease files and a pre-started worker's pipes, so 128 slots need several hundred descriptors
+    (containers often start with a soft limit of 1024)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return {"soft": int(soft), "hard": int(hard)}
+
+
+def safe_concurrency(wanted: int, fd_soft: int) -> int:
+    """``wanted`` sandbox slots, or fewer when the open-files limit is too low for them (about 8
+    descriptors a slot, plus a reserve of 256 for the models, the stores and the rest)."""
+    fit = max(1, (fd_soft - 256) // 8)
+    if wanted > fit:
+        loud(f"open-files limit {fd_soft} fits about {fit} sandbox slots: concurrency {wanted} -> {fit}")
+        return fit
+    return wanted
+
+
+# ---------------------------------------------------------------------- sandbox
+def _new_enough(python: str) -> bool:
+    """Whether ``python`` runs and is Python 3.11 or newer (the worker's requirement)."""
+    try:
+        out = subprocess.run([python, "-I", "-S", "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.stdout.strip() == "True"
+
+
+def worker_python(explicit: str | None) -> str | None:
+    """The worker interpreter: ``explicit``; else None (the executor's own search) when that search
+    finds a Python 3.11+; else this interpreter's real path when any uid can execute it (the device
+    machine's python lives in a venv; its target may be the only recent python there). None when
+    nothing better is found (the executor then decides, and fails with its own message)."""
+    from harnesslearn.errors import UserError
+    from harnesslearn.sandbox.launcher import find_python
+
+    if explicit:
+        return explicit
+    try:
+        found: str | None = find_python(None)
+    except UserError:
+        found = None
+    if found is not None and _new_enough(found):
+        return None
+    real = os.path.realpath(sys.executable)
+    try:
+        find_python(real)  # raises unless any uid can execute it
+    except UserError:
+        return None
+    loud(f"sandbox workers: {found or 'no system python'} is missing or older than 3.11; using {real}")
+    return real
+
+
+async def _probe(level: str, python: str | None) -> str:
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+
+    kw: dict[str, Any] = {"isolation": level, "concurrency": 1}
+    if python:
+        kw["python"] = python
+    ex = Executor(load_model("mock:echo"), ExecutorConfig(**kw))
+    try:
+        await ex.start()  # runs the hostile preflight self-test unless level is "none"
+        return str(ex.isolation)
+    finally:
+        await ex.aclose()
+
+
+def choose_isolation(requested: str, python: str | None) -> tuple[str, list[dict[str, str]]]:
+    """The first isolation level, from ``requested`` down to ``none``, whose preflight holds:
+    (level in use, attempts with the reason each failed). Falling back is printed loudly; the
+    attempts go into the results so that a run without a sandbox is visible there."""
+    from harnesslearn.errors import InfraError, UserError
+
+    attempts: list[dict[str, str]] = []
+    for level in FALLBACK[requested]:
+        try:
+            used = asyncio.run(_probe(level, python))
+        except (UserError, InfraError) as e:  # IsolationError is a UserError: this level does not hold here
+            attempts.append({"level": level, "result": f"failed: {e}"})
+            loud(f"sandbox isolation {level!r} does not hold on this machine ({e}); trying the next level")
+            continue
+        attempts.append({"level": level, "result": f"ok ({used})"})
+        if used == "none":
+            loud("RUNNING HARNESS CODE WITHOUT A SANDBOX (isolation 'none'); recorded in the results")
+        elif level != requested:
+            loud(f"sandbox isolation fell back from {requested!r} to {used!r}")
+        else:
+            log(f"sandbox isolation: {used}")
+        return used, attempts
+    raise UserError("no isolation level works here, not even 'none' (see the messages above)")
+
+
+# ---------------------------------------------------------------------- GPU sampling
+class GpuSampler:
+    """Samples GPU 0's utilisation (%) and memory (MiB) every ``interval`` seconds on a daemon
+    thread, through NVML (nvidia-ml-py) or, failing that, ``nvidia-smi``. Where neither works
+    (no GPU, a sandboxed driver), ``samples`` stays empty and ``source`` says why."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.samples: list[tuple[float, float, float]] = []  # (t since T0, util %, memory MiB)
+        self.source = "none"
+        self._stop = threading.Event()
+        self._read = self._pick()
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+
+    def _pick(self) -> Any:
+        reasons = []
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+            def nvml() -> tuple[float, float]:
+                return (float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
+                        pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**20)
+
+            nvml()
+            self.source = "nvml"
+            return nvml
+        except Exception as e:  # noqa: BLE001 - any NVML failure means "try nvidia-smi"
+            reasons.append(f"nvml: {type(e).__name__}: {e}")
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            def nvsmi() -> tuple[float, float]:
+                out = subprocess.run([smi, "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits",
+                                      "-i", "0"], capture_output=True, text=True, timeout=5, check=True).stdout
+                u, m = out.strip().split(",")[:2]
+                return float(u), float(m)
+
+            try:
+                nvsmi()
+                self.source = "nvidia-smi"
+                return nvsmi
+            except (OSError, subprocess.SubprocessError, ValueError) as e:
+                reasons.append(f"nvidia-smi: {e}")
+        self.source = "unavailable: " + ("; ".join(reasons) or "no nvidia-smi")
+        return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                u, m = self._read()
+            except Exception as e:  # noqa: BLE001 - a failed read ends sampling; it must not end the run
+                self.source += f" (stopped: {type(e).__name__})"
+                return
+            self.samples.append((round(time.time() - T0, 3), u, round(m, 1)))
+
+    def start(self) -> GpuSampler:
+        if self._read is not None:
+            self._thread.start()
+        else:
+            log(f"GPU sampling {self.source}")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+class Timeline:
+    """Named wall-clock intervals (seconds since T0), thread-safe."""
+
+    def __init__(self) -> None:
+        self.phases: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def add(self, name: str, start: float, end: float, **extra: Any) -> dict[str, Any]:
+        row = {"name": name, "start": round(start - T0, 4), "end": round(end - T0, 4), **extra}
+        with self._lock:
+            self.phases.append(row)
+        return row
+
+    @contextmanager
+    def phase(self, name: str, **extra: Any) -> Iterator[dict[str, Any]]:
+        t = time.time()
+        info: dict[str, Any] = dict(extra)
+        try:
+            yield info
+        finally:
+            self.add(name, t, time.time(), **info)
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [p for p in self.phases if p["name"] == name]
