@@ -7,10 +7,10 @@ import asyncio
 import sys
 
 import pytest
+from test_sandbox import run
 
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
 from harnesslearn.sandbox import Budgets, Status
-from test_sandbox import run
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
