@@ -18,7 +18,14 @@ small LoRA step can vanish when merged into bf16 weights). Bootstrap 95 % interv
 over test problems; over families (problems resampled within each family; and also families
 resampled); and for the paired difference trained - base.
 
-Writes ``eval_results.json`` into ``--out``.
+Writes ``eval_results.json`` into ``--out``, and rewrites it after every finished (arm, family)
+run with ``status: "running"``, so that a run killed part-way (a device time limit) keeps what
+finished. ``--summarise-only WORK_DIR`` rebuilds ``eval_results.json`` from the run stores of an
+earlier run's work dir (``WORK_DIR/{arm}/{family}/runs.sqlite``) without loading any model:
+
+    python3 experiments/h200_eval.py --summarise-only /tmp/h200_eval_work --out experiments/results/h200
+
+Both paths build each row with ``family_row`` and the summary with ``summarise``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,24 +66,19 @@ def merge_adapter(model_dir: str, adapter: str, dst: Path) -> str:
     return str(dst)
 
 
-def test_scores(run_dir: Path, harness_id: str, task_spec: str, n: int, seed: int) -> list[float]:
+def test_scores(store: Any, harness_id: str, task_spec: str, n: int, seed: int) -> list[float]:
     """Per-problem test-split scores of ``harness_id`` recorded in an adapt run store."""
     from harnesslearn.adapt import load_evaluation
-    from harnesslearn.store import Store
 
-    with Store.open(run_dir, create=False) as store:
-        row = store.find_evaluation("independent", harness_id, task_spec, "test", n, seed)
-        if row is None:
-            raise RuntimeError(f"no test evaluation of {harness_id[:12]} in {run_dir}")
-        ev = load_evaluation(store, row["id"])
+    row = store.find_evaluation("independent", harness_id, task_spec, "test", n, seed)
+    if row is None:
+        raise RuntimeError(f"no test evaluation of {harness_id[:12]} in {store.run_dir}")
+    ev = load_evaluation(store, row["id"])
     return [p.score for p in ev.problems if p.score is not None]
 
 
-def proposal_counts(run_dir: Path) -> dict[str, Any]:
-    from harnesslearn.store import Store
-
-    with Store.open(run_dir, create=False) as store:
-        props = store.proposals("independent")
+def proposal_counts(store: Any) -> dict[str, Any]:
+    props = store.proposals("independent")
     reasons: dict[str, int] = {}
     for p in props:
         if not p["valid"]:
@@ -85,8 +88,78 @@ def proposal_counts(run_dir: Path) -> dict[str, Any]:
             "invalid_reasons": reasons}
 
 
+def family_row(arm: str, run_dir: Path) -> dict[str, Any]:
+    """One (arm, family) result row, read back from the finished ``adapt`` run in ``run_dir``:
+    the adapt result recorded there, the per-problem test scores of the seed and of the selected
+    harness, and the proposal counts. Raises RuntimeError when the run there did not finish."""
+    from harnesslearn.store import Store
+
+    with Store.open(run_dir, create=False) as store:
+        run = store.run("independent")
+        if run is None or run["status"] != "done" or not isinstance(run["result"], dict):
+            raise RuntimeError(f"no finished independent adapt run in {run_dir}")
+        res, cfg = run["result"], run["config"]
+        n, seed = int(cfg["n_test"]), int(cfg["seed"])
+        row = {"arm": arm, "family": run_dir.name, "task": cfg["task"], "seed_test_J": res["seed_test_J"],
+               "test_J": res["test_J"], "seed_score_J": res["seed_score_J"], "score_J": res["score_J"],
+               "improved": res["best_harness_id"] != res["seed_harness_id"],
+               "best_harness_id": res["best_harness_id"],
+               "seed_scores": test_scores(store, res["seed_harness_id"], cfg["task"], n, seed),
+               "after_scores": test_scores(store, res["best_harness_id"], cfg["task"], n, seed),
+               **proposal_counts(store), "adapt_wall_s": res.get("wall_s")}
+    return row
+
+
+def rows_from_work(work: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every ``WORK/{arm}/{family}`` run store's row, and one line per store that has none."""
+    rows, failures = [], []
+    for arm_dir in sorted(d for d in work.iterdir() if d.is_dir() and d.name != "merged"):
+        for fam_dir in sorted(d for d in arm_dir.iterdir() if (d / "runs.sqlite").is_file()):
+            try:
+                rows.append(family_row(arm_dir.name, fam_dir))
+            except (RuntimeError, KeyError, ValueError) as e:  # an unfinished or foreign store: say so, go on
+                failures.append(f"{arm_dir.name}/{fam_dir.name}: {type(e).__name__}: {e}")
+    if not rows and not failures:
+        raise FileNotFoundError(f"no WORK/ARM/FAMILY/runs.sqlite under {work}")
+    return rows, failures
+
+
+def store_settings(work: Path) -> dict[str, Any]:
+    """The adapt settings that all run stores under ``work`` share (from their recorded config)."""
+    from harnesslearn.store import Store
+
+    common: dict[str, Any] | None = None
+    for db in sorted(work.glob("*/*/runs.sqlite")):
+        with Store.open(db.parent, create=False) as store:
+            run = store.run("independent")
+        cfg = {k: v for k, v in (run or {}).get("config", {}).items() if k not in ("task", "proposer")}
+        common = cfg if common is None else {k: v for k, v in common.items() if cfg.get(k) == v}
+    return common or {}
+
+
+class Results:
+    """``eval_results.json``, rewritten after every change so that a killed run keeps its rows."""
+
+    def __init__(self, path: Path, n_boot: int, **fields: Any) -> None:
+        self.path, self.n_boot = path, n_boot
+        self.data: dict[str, Any] = {"status": "started", "rows": [], "failures": [], **fields}
+
+    def write(self) -> None:
+        self.data["wall_s"] = round(time.time() - rt.T0, 1)
+        rt.write_json(self.path, self.data)
+
+    def add_rows(self, rows: list[dict[str, Any]], failures: Sequence[str] = ()) -> None:
+        """Add finished rows (and failure lines); re-summarise (a few ms: numpy bootstrap); write."""
+        self.data["rows"] += rows
+        self.data["failures"] += list(failures)
+        self.data["summary"] = summarise(self.data["rows"], self.n_boot)
+        if self.data["status"] == "started":
+            self.data["status"] = "running"
+        self.write()
+
+
 async def one_family(arm: str, family: str, proposer: Any, solver: Any, executor: Any, args: argparse.Namespace,
-                     work: Path) -> dict[str, Any]:
+                     work: Path, results: Results) -> dict[str, Any]:
     from harnesslearn.adapt import adapt
     from harnesslearn.sandbox.records import Budgets
     from harnesslearn.tasks import load_task
@@ -98,15 +171,11 @@ async def one_family(arm: str, family: str, proposer: Any, solver: Any, executor
                       run_dir=run_dir, seed=args.seed, n_feedback=args.n_feedback, n_score=args.n_score,
                       n_test=args.n_test, budgets=Budgets(timeout_s=args.timeout_s), temperature=args.temperature,
                       max_tokens=args.max_tokens, prime=args.prime, progress=False, executor=executor)
-    seed_scores = test_scores(run_dir, res.seed_harness_id, task.spec, args.n_test, args.seed)
-    after_scores = test_scores(run_dir, res.best_harness_id, task.spec, args.n_test, args.seed)
+    row = {**family_row(arm, run_dir), "wall_s": round(time.time() - t, 1)}
     rt.log(f"{arm:7s} {task.family:18s} seed test J={res.seed_test_J} -> {res.test_J} "
            f"({res.valid_proposals}/{res.proposals} valid)")
-    return {"arm": arm, "family": task.family, "task": task.spec, "seed_test_J": res.seed_test_J,
-            "test_J": res.test_J, "seed_score_J": res.seed_score_J, "score_J": res.score_J,
-            "improved": res.best_harness_id != res.seed_harness_id, "best_harness_id": res.best_harness_id,
-            "seed_scores": seed_scores, "after_scores": after_scores, **proposal_counts(run_dir),
-            "wall_s": round(time.time() - t, 1)}
+    results.add_rows([row])
+    return row
 
 
 async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> None:
@@ -124,7 +193,7 @@ async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> Non
 
 
 async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path, isolation: str,
-                  python: str | None) -> list[dict[str, Any] | BaseException]:
+                  python: str | None, results: Results) -> list[dict[str, Any] | BaseException]:
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import Executor, ExecutorConfig
 
@@ -146,18 +215,22 @@ async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path, is
             if isinstance(w, BaseException):  # only an optimisation: the arms evaluate the seed themselves
                 rt.loud(f"seed warm-up of {fam} failed ({type(w).__name__}: {w}); its arms may score the seed apart")
         rt.log("seed harness evaluated on every family (feedback, score, test splits)")
-        jobs = [one_family(arm, fam, proposers[arm], solver, executor, args, work)
+        jobs = [one_family(arm, fam, proposers[arm], solver, executor, args, work, results)
                 for arm in arms for fam in args.families.split(",")]
         # one family's failure (an infrastructure fault, a bug) must not discard the others' results
         return list(await asyncio.gather(*jobs, return_exceptions=True))
     finally:
+        t = time.time()
         await executor.aclose()
         for m in (solver, *proposers.values()):
             await m.aclose()
+        rt.log(f"executor and models closed ({time.time() - t:.1f}s)")
 
 
 def summarise(rows: list[dict[str, Any]], n_boot: int) -> dict[str, Any]:
-    """Per-arm validity and J (seed vs. after one revision) with bootstrap intervals."""
+    """Per-arm validity and J (seed vs. after one revision) with bootstrap intervals. Rows are taken
+    in (arm, family) order, so the intervals do not depend on the order the families finished in."""
+    rows = sorted(rows, key=lambda r: (r["arm"], r["family"]))
     out: dict[str, Any] = {}
     arms = sorted({r["arm"] for r in rows})
     for arm in arms:
@@ -190,7 +263,8 @@ def summarise(rows: list[dict[str, Any]], n_boot: int) -> dict[str, Any]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="Gemma 3 270M transformers folder (base proposer and solver)")
+    p.add_argument("--model", default=None, help="Gemma 3 270M transformers folder (base proposer and solver); "
+                   "required unless --summarise-only")
     p.add_argument("--adapter", default=None, help="GRPO LoRA adapter folder (omit: base proposer only)")
     p.add_argument("--out", required=True, help="results folder (the device's $OUT)")
     p.add_argument("--families", default=",".join(EVAL_FAMILIES), help="comma-separated held-out families/specs")
@@ -213,62 +287,85 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--work", default="/tmp/h200_eval_work")
     p.add_argument("--cpu", action="store_true", help="CPU smoke run")
+    p.add_argument("--summarise-only", default=None, metavar="WORK_DIR",
+                   help="load no model: rebuild eval_results.json from the run stores of an earlier run's work dir")
     return p
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    return parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if not args.model and not args.summarise_only:
+        p.error("--model is required (unless --summarise-only WORK_DIR)")
+    return args
+
+
+def summarise_only(args: argparse.Namespace, results: Results) -> int:
+    """Rebuild the results from ``args.summarise_only``'s run stores (no model, no executor)."""
+    work = Path(args.summarise_only)
+    rows, failures = rows_from_work(work)
+    results.data["settings"] = {**store_settings(work), "bootstrap": args.bootstrap}
+    results.data["summarised_from"] = str(work)
+    results.add_rows(rows, failures)
+    results.data["status"] = "ok" if not failures else "partial"
+    rt.log(f"{len(rows)} (arm, family) runs read from {work}; {len(failures)} without a finished run")
+    return 0 if not failures else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     rt.restart_clock()
     args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = Results(out / "eval_results.json", args.bootstrap,
+                      label="Gemma 3 270M proposer + solver, one revision, small-model result",
+                      argv=sys.argv[1:] if argv is None else argv,
+                      settings={k: v for k, v in vars(args).items() if k not in ("out", "work")})
+    if args.summarise_only:
+        code = summarise_only(args, results)
+        results.write()
+        rt.log(f"wrote {results.path} ({results.data['status']})")
+        return code
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    out, work = Path(args.out), Path(args.work)
-    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     sampler = rt.GpuSampler(interval=0.5).start()
-    results: dict[str, Any] = {"label": "Gemma 3 270M proposer + solver, one revision, small-model result",
-                               "argv": sys.argv[1:] if argv is None else argv, "status": "started",
-                               "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")}}
     code = 1
     try:
         python = rt.worker_python(args.worker_python)
         isolation, attempts = rt.choose_isolation(args.isolation, python)
-        results["isolation"] = {"requested": args.isolation, "used": isolation, "attempts": attempts,
-                                "worker_python": python}
+        results.data["isolation"] = {"requested": args.isolation, "used": isolation, "attempts": attempts,
+                                     "worker_python": python}
         fds = rt.raise_fd_limit()
         args.concurrency = rt.safe_concurrency(args.concurrency, fds["soft"])
-        results["open_files_limit"] = fds
+        results.data["open_files_limit"] = fds
         arms = {"base": args.model}
         if args.adapter:
             arms["trained"] = merge_adapter(args.model, args.adapter, work / "merged")
             rt.log(f"merged {args.adapter} into {arms['trained']}")
-        outcomes = asyncio.run(run_all(args, arms, work, isolation, python))
-        rows = [o for o in outcomes if isinstance(o, dict)]
+        outcomes = asyncio.run(run_all(args, arms, work, isolation, python, results))
         failures = [f"{type(o).__name__}: {o}" for o in outcomes if isinstance(o, BaseException)]
         for o in outcomes:
             if isinstance(o, BaseException):
                 rt.loud(f"a family failed: {type(o).__name__}: {o}")
                 traceback.print_exception(o)
-        results.update(rows=rows, failures=failures)
-        results["summary"] = summarise(rows, args.bootstrap)
-        results["status"] = "ok" if not failures else "partial"
+        results.add_rows([], failures)  # the rows themselves were added as each family finished
+        results.data["status"] = "ok" if not failures else "partial"
         code = 0 if not failures else 1
     except Exception as e:  # noqa: BLE001 - write what we have (device time is scarce), then fail loudly
-        results.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
-        rt.loud(f"h200_eval failed: {results['error']}")
+        results.data.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
+        rt.loud(f"h200_eval failed: {results.data['error']}")
         traceback.print_exc()
     finally:
         sampler.stop()
         u = [s[1] for s in sampler.samples]
-        results["gpu"] = {"source": sampler.source, "mean_util": sum(u) / len(u) if u else None, "samples": len(u)}
-        results["wall_s"] = round(time.time() - rt.T0, 1)
-        rt.write_json(out / "eval_results.json", results)
-        rt.log(f"wrote {out / 'eval_results.json'} ({results['status']})")
+        results.data["gpu"] = {"source": sampler.source, "mean_util": sum(u) / len(u) if u else None,
+                               "samples": len(u)}
+        results.write()
+        rt.log(f"wrote {results.path} ({results.data['status']})")
     return code
 
 

@@ -1,13 +1,15 @@
 """Turn the JSON files that come back from the device into ``results.md`` and two plots.
 
     python experiments/plot_results.py --grpo FILES_AT/grpo_results.json \
-        --eval FILES_AT/eval_results.json --out experiments/results
+        --eval FILES_AT/eval_results.json --out experiments/results [--notes NOTES.md]
 
 Writes ``results.md``, ``reward_curve.png`` (reward and its parts per update) and
 ``per_family.png`` (test J per held-out family: seed, one revision by the base proposer, one by
 the trained proposer, with 95 % bootstrap intervals; and validity rates before/after). Either
 input may be left out; the parts that need it are skipped. Every figure and table is labelled as
-a small-model result (Gemma 3 270M), not a reproduction of the paper's 4B/8B numbers.
+a small-model result (Gemma 3 270M), not a reproduction of the paper's 4B/8B numbers. ``--notes``
+inserts a hand-written Markdown file (what the numbers mean for this run) after the heading; every
+number in the generated sections comes from the JSON files.
 """
 
 from __future__ import annotations
@@ -136,8 +138,9 @@ def grpo_section(g: dict[str, Any]) -> list[str]:
                   f"(x{_num(b.get('overlap_speedup'), '.2f')}); scoring one update behind (async, off-policy): "
                   f"{_num(b.get('async_offpolicy_s'), '.1f')} s (x{_num(b.get('async_speedup'), '.2f')}). "
                   "Upper bounds: all phases share one GPU.",
-                  f"- GPU utilisation over the whole run: {_num(gu.get('all', {}).get('mean_util'), '.0f')} % "
-                  f"({g.get('gpu_samples', {}).get('source')})"]
+                  f"- GPU utilisation over the whole run: {_num(gu.get('all', {}).get('mean_util'), '.0f')} %; "
+                  f"inside updates (generation + reward + training): "
+                  f"{_num(gu.get('update', {}).get('mean_util'), '.0f')} % ({g.get('gpu_samples', {}).get('source')})"]
     s, bench = g.get("solver_in_reward", {}), g.get("benchmark", {})
     if s:
         raw = bench.get("raw_generate_static", {})
@@ -149,14 +152,52 @@ def grpo_section(g: dict[str, Any]) -> list[str]:
                   f"{_num(burst.get('completion_tok_s'), '.0f')} tok/s, mean batch {_num(burst.get('mean_batch'), '.1f')}",
                   f"- raw batched generate, batch {raw.get('batch')}, static cache, {raw.get('new_tokens')} tokens: "
                   f"{_num(raw.get('completion_tok_s'), '.0f')} tok/s",
-                  f"- compiled (torch.compile, static cache): "
-                  f"{_num(bench.get('raw_generate_static_compiled', {}).get('completion_tok_s'), '.0f')} tok/s",
+                  f"- raw batched generate, dynamic cache: "
+                  f"{_num(bench.get('raw_generate_dynamic', {}).get('completion_tok_s'), '.0f')} tok/s; compiled "
+                  f"(torch.compile, static cache): "
+                  + (f"{_num(bench['raw_generate_static_compiled'].get('completion_tok_s'), '.0f')} tok/s"
+                     if "raw_generate_static_compiled" in bench else "not run"),
                   f"- ratio inside/raw: {_num(s.get('ratio_to_raw_generate_static'), '.3f')}; "
                   f"inside/raw compiled: {_num(s.get('ratio_to_raw_generate_static_compiled'), '.3f')}; "
                   f"inside/backend: {_num(s.get('ratio_to_backend_burst'), '.3f')}"]
+        lines += throughput_notes(s, burst, raw, bench.get("raw_generate_dynamic", {}))
     if g.get("error"):
         lines += ["", f"**error**: `{g['error']}`"]
     return lines
+
+
+def throughput_notes(inside: dict[str, Any], burst: dict[str, Any], raw: dict[str, Any],
+                     dyn: dict[str, Any]) -> list[str]:
+    """What the solver figures compare, in words (the ratios alone mislead)."""
+    out = []
+    if inside.get("calls") == 0:
+        out.append(f"- no solver call happened inside the reward ({_num(inside.get('reward_seconds'), '.0f')} s of "
+                   "reward phases): no candidate harness that ran called the model, so there is no inside figure "
+                   "and no inside ratio")
+    b_tok, r_tok = burst.get("completion_tok_s"), raw.get("completion_tok_s")
+    calls, mb, mt, sec = (burst.get(k) for k in ("generate_calls", "mean_batch", "max_tokens", "seconds"))
+    if not (b_tok and r_tok and calls and mb and mt and sec):
+        return out
+    possible = calls * mb * mt
+    slots = possible / sec
+    vs_dyn = f", {slots / dyn['completion_tok_s']:.2f} of raw dynamic" if dyn.get("completion_tok_s") else ""
+    out.append(
+        f"- backend/raw = {b_tok / r_tok:.3f}, but the two count different things: raw generate forces "
+        f"{raw.get('new_tokens')} new tokens for each of {raw.get('batch')} sequences in one batch and counts all of "
+        f"them; the backend ran {calls} generate calls of batch {mb:.0f} (its max_batch) and counts only the tokens "
+        f"before each request's stop string ({burst.get('completion_tokens')} of {possible:.0f} possible). Counting "
+        f"every step of every sequence it ran, it made at most {slots:.0f} tok/s ({slots / r_tok:.2f} of raw "
+        f"static{vs_dyn}). The rest of the gap is the smaller batch (a decoding step of this small model costs "
+        "about the same at batch 128 as at 512, so about 4x fewer tokens a step) plus per-call overhead (padding to "
+        "the longest prompt, stop-string checks). An estimate from these figures, not a profile.")
+    return out
+
+
+def validity_cell(rows: list[dict[str, Any]], arm: str, key: str) -> str:
+    mine = [r for r in rows if r.get("arm") == arm]
+    n = sum(r.get("proposals", 0) for r in mine)
+    k = sum(r.get(key, 0) for r in mine)
+    return f"{k}/{n} ({k / n:.2f})" if n else "n/a"
 
 
 def eval_section(ev: dict[str, Any]) -> list[str]:
@@ -165,25 +206,34 @@ def eval_section(ev: dict[str, Any]) -> list[str]:
     lines = ["## One revision on held-out families", "",
              f"- status: **{ev.get('status')}**; {st.get('candidates')} proposals per family (best valid by score "
              f"split, else the seed), test J on {st.get('n_test')} problems per family; sandbox: "
-             f"{ev.get('isolation', {}).get('used')}",
+             f"{ev.get('isolation', {}).get('used') or 'not recorded'}"
+             + (f"; rebuilt from the run stores in `{ev['summarised_from']}`" if ev.get("summarised_from") else ""),
              "", "| proposer | parsed | produced | valid | families improved | seed J | J after 1 revision | "
              "gain over seed |", "|---|---|---|---|---|---|---|---|"]
+    rows = ev.get("rows", [])
     for a in arms:
         s = summ[a]
         v = s["validity"]
-        lines.append(f"| {a} | {_num(v.get('parsed'), '.2f')} | {_num(v.get('produced'), '.2f')} | "
-                     f"{_num(v.get('valid'), '.2f')} | {s['improved_families']}/{s['families']} | "
+        cells = ([validity_cell(rows, a, k) for k in ("parsed", "produced", "valid")] if rows else
+                 [_num(v.get(k), ".2f") for k in ("parsed", "produced", "valid")])
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {s['improved_families']}/{s['families']} | "
                      f"{_ci(s['seed_mean_J'])} | {_ci(s['after_mean_J'])} | {_ci(s['gain_over_seed'])} |")
+    if arms:
+        lines += ["", "- families whose test J changed after one revision: " + "; ".join(
+            f"{a} {sum(1 for f in summ[a]['per_family'].values() if _moved(f))}/{summ[a]['families']}" for a in arms)
+            + " (a family changes only when a valid proposal beats the seed on the score split)"]
     if "trained_minus_base" in summ:
         lines += ["", f"- trained - base (mean over families, paired over test problems): "
                   f"{_ci(summ['trained_minus_base'])}"]
     if arms:
-        lines += ["", "| family | seed J | " + " | ".join(f"{a} after" for a in arms) + " |",
-                  "|---|---|" + "---|" * len(arms)]
+        lines += ["", "| family | seed J | " + " | ".join(f"{a} after" for a in arms) + " | valid proposals ("
+                  + " / ".join(arms) + ") |", "|---|---|" + "---|" * len(arms) + "---|"]
         per0 = summ[arms[0]]["per_family"]
         for f in sorted(per0):
             cells = [_ci(summ[a]["per_family"].get(f, {}).get("after")) for a in arms]
-            lines.append(f"| {f} | {_ci(per0[f]['seed'])} | " + " | ".join(cells) + " |")
+            valid = " / ".join(f"{summ[a]['per_family'].get(f, {}).get('valid')}/"
+                               f"{summ[a]['per_family'].get(f, {}).get('proposals')}" for a in arms)
+            lines.append(f"| {f} | {_ci(per0[f]['seed'])} | " + " | ".join(cells) + f" | {valid} |")
     lines += ["", "Intervals: 95 % percentile bootstrap over test problems (over families: problems resampled "
               "within each family). They do not cover run-to-run variation of training or proposer sampling."]
     for f in ev.get("failures", []):
@@ -193,12 +243,20 @@ def eval_section(ev: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_report(grpo: dict[str, Any] | None, ev: dict[str, Any] | None, out: Path) -> list[Path]:
+def _moved(fam: dict[str, Any]) -> bool:
+    a, b = fam.get("seed", {}).get("mean"), fam.get("after", {}).get("mean")
+    return a is not None and b is not None and not (math.isnan(a) or math.isnan(b)) and a != b
+
+
+def write_report(grpo: dict[str, Any] | None, ev: dict[str, Any] | None, out: Path,
+                 notes: str | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     lines = [f"# {title(grpo, 'harness-revision proposer trained with GRPO')}", "",
              "Proposer and frozen solver are both Gemma 3 270M: this is a small-model result, not the paper's "
              "setting (4B proposer, 4B/8B solvers).", ""]
+    if notes:
+        lines += [notes.strip(), ""]
     if grpo is not None:
         if plot_reward_curve(grpo, out / "reward_curve.png"):
             written.append(out / "reward_curve.png")
@@ -218,10 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grpo", default=None, help="grpo_results.json")
     p.add_argument("--eval", default=None, help="eval_results.json")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    p.add_argument("--notes", default=None, help="Markdown file inserted after the heading (this run's reading)")
     a = p.parse_args(argv)
     grpo = json.loads(Path(a.grpo).read_text()) if a.grpo else None
     ev = json.loads(Path(a.eval).read_text()) if a.eval else None
-    for path in write_report(grpo, ev, Path(a.out)):
+    notes = Path(a.notes).read_text(encoding="utf-8") if a.notes else None
+    for path in write_report(grpo, ev, Path(a.out), notes):
         print(path)
     return 0
 

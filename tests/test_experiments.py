@@ -6,6 +6,7 @@ the first time on the device."""
 from __future__ import annotations
 
 import json
+import operator
 import sys
 from pathlib import Path
 
@@ -190,7 +191,7 @@ def test_readme_commands_parse_with_the_scripts_own_parsers() -> None:
                 seen.add(name)
             elif name == "plot_results.py":
                 seen.add(name)
-                assert {"--grpo", "--eval", "--out"} >= {a for a in words[i + 1:] if a.startswith("--")}
+                assert {"--grpo", "--eval", "--out", "--notes"} >= {a for a in words[i + 1:] if a.startswith("--")}
     assert seen == {"h200_grpo.py", "h200_eval.py", "plot_results.py"}
     assert callable(plot_results.main)
 
@@ -258,3 +259,22 @@ def test_grpo_then_eval_scripts_run_on_the_cpu(tmp_path: Path) -> None:
     assert {r["arm"] for r in ev["rows"]} == {"base", "trained"}
     assert all(len(r["seed_scores"]) == 2 and r["proposals"] == 1 for r in ev["rows"])
     assert {"base", "trained", "trained_minus_base"} <= set(ev["summary"])
+
+    # the same results rebuilt from the run stores alone (no model): same rows, same summary
+    code = h200_eval.main(["--summarise-only", str(tmp_path / "w2"), "--out", str(tmp_path / "again"),
+                           "--bootstrap", "100"])
+    again = json.loads((tmp_path / "again" / "eval_results.json").read_text())
+    assert code == 0 and again["status"] == "ok" and again["settings"]["candidates"] == 1
+    key = operator.itemgetter("arm", "family")
+    drop = ("wall_s", "adapt_wall_s")
+    assert ([{k: v for k, v in r.items() if k not in drop} for r in sorted(again["rows"], key=key)]
+            == [{k: v for k, v in r.items() if k not in drop} for r in sorted(ev["rows"], key=key)])
+    assert again["summary"] == ev["summary"]
+
+
+def test_eval_needs_a_model_unless_it_only_summarises() -> None:
+    import h200_eval
+
+    with pytest.raises(SystemExit):
+        h200_eval.parse_args(["--out", "x"])
+    assert h200_eval.parse_args(["--out", "x", "--summarise-only", "w"]).model is None

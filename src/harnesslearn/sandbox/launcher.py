@@ -298,11 +298,14 @@ class Worker:
         would leave its child to be re-parented (a zombie where PID 1 does not reap)."""
         self.killed = True
         if self.proc.returncode is None:
-            for child in children_of(self.proc.pid):
+            children = children_of(self.proc.pid)
+            for child in children:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(child, signal.SIGKILL)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), 0.5)
+            if children:  # give the launcher a moment to reap them and exit; with no children
+                # (landlock / none: the worker is the process itself) there is nothing to wait for
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.proc.wait(), 0.5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
