@@ -7,8 +7,9 @@ executor only ever sends ``problem.question`` into a sandboxed worker.
 from __future__ import annotations
 
 import hashlib
+import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,3 +97,19 @@ class Task(ABC):
     def search_documents(self, problem: Problem) -> list[dict[str, str]] | None:
         """Documents for the ``search`` tool ({"title", "text"}), or None if not a QA task."""
         return None
+
+
+class FileTask(Task):
+    """A task over a finite list of problems read from a file: candidates are the list shuffled
+    by ``Random(seed)``; splits are assigned by problem id (so a question keeps its split)."""
+
+    _problems: Sequence[Problem]
+
+    def candidates(self, seed: int) -> Iterator[Problem]:
+        order = list(range(len(self._problems)))
+        random.Random(seed).shuffle(order)
+        for i in order:
+            yield self._problems[i]
+
+    def problem_key(self, problem: Problem) -> str:
+        return problem.id

