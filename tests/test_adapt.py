@@ -230,3 +230,22 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
     r2 = asyncio.run(adapt(task, solver, same, rounds=1, candidates=1, run_dir=env["dir"] / "tie", n_feedback=2,
                            n_score=4, n_test=4, progress=False))
     assert r2.valid_proposals == 1 and r2.best_harness_id == r2.seed_harness_id  # equal J keeps the seed
+
+
+def test_adapt_refuses_a_task_without_a_score_or_feedback_split(tmp_path):
+    """Two problems can't fill three splits: exit 2 with one line, and no run dir is created."""
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "two.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"{i}+1?", "answer": str(i + 1)}) + "\n"
+                            for i in range(2)))
+    fn = tmp_path / "m.py"
+    fn.write_text("def f(prompt, **kw):\n    return 'x'\n")
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", f"jsonl:{data}",
+                        "--solver", f"python:{fn}:f", "--proposer", f"python:{fn}:f", "--run-dir", str(run_dir),
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "has no problems" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not run_dir.exists()

@@ -379,6 +379,11 @@ async def adapt(
         raise UserError(f"unknown proposer prime {prime!r}; choose search or rewrite")
     if rounds < 1 or candidates < 1 or min(n_feedback, n_score, n_test) < 1:
         raise UserError("rounds, candidates and the split sizes must be at least 1")
+    for split in ("feedback", "score"):  # selection and feedback are impossible without them
+        if not task.problems(split, 1, seed):
+            raise UserError(f"the {split} split of {task.spec} has no problems (too few in the task for its "
+                            f"split fractions feedback/score/test = {task.split_sizes.feedback:g}/"
+                            f"{task.split_sizes.score:g}/{task.split_sizes.test:g})")
     t0 = time.perf_counter()
     rd = Path(run_dir) if run_dir is not None else Path("runs") / time.strftime("adapt-%Y%m%d-%H%M%S")
     _check_run_dir(rd, resume)
