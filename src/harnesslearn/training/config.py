@@ -214,3 +214,21 @@ def load_config(cls: type[C], path: str | Path) -> C:
     except yaml.YAMLError as e:
         raise UserError(f"config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
     return build_config(cls, raw, where=f"config {p.name}")
+
+
+def trainer_kwargs(cfg: Any) -> dict[str, Any]:
+    """The TrainingArguments fields that SFT and GRPO configs share (one place, not two copies)."""
+    return {
+        "output_dir": cfg.output_dir,
+        "learning_rate": cfg.learning_rate,
+        "num_train_epochs": cfg.epochs,
+        "max_steps": cfg.max_steps,
+        "save_steps": cfg.save_steps,
+        "save_total_limit": cfg.save_total_limit,
+        "logging_steps": cfg.logging_steps,
+        "report_to": cfg.report_to,
+        "use_cpu": cfg.use_cpu,
+        "bf16": cfg.bf16,
+        "seed": cfg.seed,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+    }

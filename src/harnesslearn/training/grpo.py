@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
 from harnesslearn.sandbox.records import Budgets
-from harnesslearn.training.config import GRPOTrainConfig
+from harnesslearn.training.config import GRPOTrainConfig, trainer_kwargs
 from harnesslearn.training.contexts import (
     Builder,
     Context,
@@ -193,24 +193,13 @@ def run_grpo(cfg: GRPOTrainConfig, *, on_trainer: Callable[[Any], None] | None =
         reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg),
                                  max_completion_length=cfg.max_completion_length)
         args = GRPOConfig(
-            output_dir=cfg.output_dir,
-            learning_rate=cfg.learning_rate,
-            num_train_epochs=cfg.epochs,
-            max_steps=cfg.max_steps,
+            **trainer_kwargs(cfg),
             per_device_train_batch_size=micro,
             gradient_accumulation_steps=accum,
             num_generations=cfg.num_generations,
             max_completion_length=cfg.max_completion_length,
             temperature=cfg.temperature,
             beta=cfg.beta,
-            save_steps=cfg.save_steps,
-            save_total_limit=cfg.save_total_limit,
-            logging_steps=cfg.logging_steps,
-            report_to=cfg.report_to,
-            use_cpu=cfg.use_cpu,
-            bf16=cfg.bf16,
-            seed=cfg.seed,
-            gradient_checkpointing=cfg.gradient_checkpointing,
         )
         trainer = GRPOTrainer(
             model=model,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.training.config import SFTTrainConfig
+from harnesslearn.training.config import SFTTrainConfig, trainer_kwargs
 from harnesslearn.training.model_io import load_policy, lora_config
 
 
@@ -64,22 +64,11 @@ def run_sft(cfg: SFTTrainConfig) -> dict[str, Any]:
 
     model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
     args = SFTConfig(
-        output_dir=cfg.output_dir,
-        learning_rate=cfg.learning_rate,
-        num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
+        **trainer_kwargs(cfg),
         per_device_train_batch_size=cfg.micro_batch,
         gradient_accumulation_steps=cfg.grad_accum,
         max_length=cfg.max_length,
         completion_only_loss=True,
-        save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit,
-        logging_steps=cfg.logging_steps,
-        report_to=cfg.report_to,
-        use_cpu=cfg.use_cpu,
-        bf16=cfg.bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing,
-        seed=cfg.seed,
         dataset_num_proc=None,
     )
     trainer = SFTTrainer(
