@@ -50,11 +50,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.harness import Harness
+
+if TYPE_CHECKING:  # the store only reads these fields; importing at run time is not needed
+    from harnesslearn.evaluation import Evaluation
 
 DB_NAME = "runs.sqlite"
 HARNESS_DIR = "harnesses"
@@ -185,36 +188,6 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 _JSON_COLUMNS = {"config", "result", "details", "request"}
-
-
-class _ProblemLike(Protocol):
-    id: str
-    question: str
-    gold: Any
-    score: float | None
-    details: dict[str, float]
-    status: str
-    answer: str | None
-    calls: int
-    tokens: int
-    wall_s: float
-    error: str | None
-
-
-class _EvaluationLike(Protocol):
-    harness_id: str
-    task: str
-    split: str
-    n: int
-    seed: int
-    J: float | None
-    completion_rate: float | None
-    solver_calls: int
-    tokens: int
-    wall_s: float
-
-    @property
-    def problems(self) -> Sequence[Any]: ...
 
 
 def now() -> str:
@@ -400,7 +373,7 @@ class Store:
     def save_evaluation(
         self,
         run_id: str,
-        ev: _EvaluationLike,
+        ev: Evaluation,
         *,
         n: int | None = None,
         round: int | None = None,

@@ -33,6 +33,19 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+
+def _finish_rounds(fig: Figure, ax: Axes, xs: Sequence[float], ylabel: str, title: str) -> bytes:
+    """Common finish of the per-round plots (a [0, 1] y axis over rounds) -> PNG bytes."""
+    ax.set_xlabel("round")
+    _pad_x(ax, xs)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _png(fig)
+
 def j_per_round(
     best_score: Sequence[Point],
     best_test: Sequence[Point],
@@ -54,15 +67,8 @@ def j_per_round(
         ax.plot(*zip(*best_test, strict=True), marker="s", color="tab:orange", label="best: test split")
     if oracle_test is not None:
         ax.axhline(oracle_test, ls="--", color="tab:red", lw=1, label="oracle best-of-N test J (upper bound)")
-    ax.set_xlabel("round")
-    _pad_x(ax, [x for pts in (best_score, best_test, candidates) for x, _ in pts])
-    ax.set_ylabel("J (mean score)")
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return _png(fig)
+    return _finish_rounds(fig, ax, [x for pts in (best_score, best_test, candidates) for x, _ in pts],
+                          "J (mean score)", title)
 
 
 def validity_per_round(rates: Mapping[str, Sequence[Point]], title: str = "Validity rates per round") -> bytes | None:
@@ -76,15 +82,7 @@ def validity_per_round(rates: Mapping[str, Sequence[Point]], title: str = "Valid
     for i, ((name, pts), marker) in enumerate(zip(series.items(), "osD^v<>", strict=False)):
         dodge = (i - (n - 1) / 2) * 0.05  # equal rates would hide each other's markers
         ax.plot([x + dodge for x, _ in pts], [y for _, y in pts], marker=marker, label=name)
-    ax.set_xlabel("round")
-    _pad_x(ax, [x for pts in series.values() for x, _ in pts])
-    ax.set_ylabel("rate")
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return _png(fig)
+    return _finish_rounds(fig, ax, [x for pts in series.values() for x, _ in pts], "rate", title)
 
 
 def reward_curves(components: Mapping[str, Sequence[Point]], title: str = "Training reward") -> bytes | None:
