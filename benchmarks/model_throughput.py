@@ -167,7 +167,7 @@ def main() -> None:
 
 def broker_vs_direct(args: argparse.Namespace) -> dict[str, Any]:
     """Part 1: one server, the same requests through the broker and directly."""
-    from harnesslearn.models.local import ensure_gguf
+    from harnesslearn.models.embedded import ensure_gguf
     from harnesslearn.tasks import load_task
 
     task = load_task("rg:basic_arithmetic")

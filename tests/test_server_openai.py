@@ -26,7 +26,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
-    from harnesslearn.models.local import ensure_gguf
+    from harnesslearn.models.embedded import ensure_gguf
 
     with llama_server(ensure_gguf(), log=tmp_path_factory.mktemp("llama") / "server.log") as url:
         yield url

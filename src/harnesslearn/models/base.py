@@ -58,6 +58,13 @@ class ModelBackend(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release resources (servers, threads)."""
 
+    def chat_template(self) -> bool | None:
+        """How chat messages reach this model: True when they go through the model's own chat
+        template (an instruction-tuned model), False when they are rendered as plain text (a base
+        model, ``render_messages``), None when unknown. The proposer writes chat prompts for
+        True and primed plain-text prompts for False."""
+        return None
+
     def stats(self) -> dict[str, Any]:
         """Counters rolled up over this backend's life (calls, tokens, cache hits, retries,
         faults, latency, cost). Providers in ``harnesslearn.models`` fill it; the default is

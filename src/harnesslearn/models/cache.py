@@ -149,6 +149,9 @@ class CachedBackend(ModelBackend):
         if callable(warm):
             warm()
 
+    def chat_template(self) -> bool | None:
+        return self.inner.chat_template()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
         self.cache.close()

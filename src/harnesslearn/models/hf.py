@@ -7,6 +7,11 @@ takes the first waiting request, then gathers whatever else arrives within
 and runs one left-padded batched ``generate`` per group. The event loop only awaits a
 future, so it is never blocked by the model.
 
+Chat messages go through the tokenizer's chat template when it has one (instruction-tuned
+models; a last assistant message is continued, not closed), else ``render_messages`` (base
+models); ``chat=template|plain|auto`` forces one. Generation also ends at the template's
+end-of-turn token.
+
 Options: ``device`` (``auto``: CUDA when available), ``dtype`` (``auto``: bfloat16 on CUDA,
 the checkpoint's dtype on CPU; or ``float32``/``bfloat16``/``float16``), ``max_batch``,
 ``batch_wait_ms``, ``static_cache`` (``cache_implementation="static"``; much faster on CUDA
@@ -31,8 +36,22 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harnesslearn.errors import UserError
-from harnesslearn.models.base import Completion, GenerateRequest
-from harnesslearn.models.common import Backend, apply_stop, prompt_text
+from harnesslearn.models.base import Completion, GenerateRequest, Messages
+from harnesslearn.models.common import Backend, apply_stop, render_messages
+
+# end-of-turn tokens of common chat templates: generation also ends at these when the vocabulary has them
+END_OF_TURN = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|endoftext|>")
+
+
+def _end_ids(tok: Any, model: Any) -> set[int]:
+    """Token ids that end a sequence: the tokenizer's EOS, the generation config's, and the
+    end-of-turn tokens of a chat template the vocabulary knows."""
+    ids = {tok.eos_token_id} if tok.eos_token_id is not None else set()
+    gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids.update(gen if isinstance(gen, list) else [gen] if isinstance(gen, int) else [])
+    vocab = tok.get_vocab()
+    ids.update(vocab[t] for t in END_OF_TURN if t in vocab)
+    return ids
 
 
 @dataclass
@@ -48,14 +67,17 @@ class _Job:
 class HFBackend(Backend):
     provider: ClassVar[str] = "hf"
     OPTIONS: ClassVar[dict[str, type]] = {"device": str, "dtype": str, "max_batch": int, "batch_wait_ms": float,
-                                          "static_cache": bool, "gguf_file": str, "top_k": int}
+                                          "static_cache": bool, "gguf_file": str, "top_k": int, "chat": str}
     DEFAULT_CONCURRENCY: ClassVar[int] = 1024  # let requests reach the batcher; it bounds batch size
     CACHE_BY_DEFAULT: ClassVar[bool] = True
 
     def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", max_batch: int = 64,
                  batch_wait_ms: float = 5.0, static_cache: bool = False, gguf_file: str | None = None,
-                 top_k: int = 0, concurrency: int | None = None) -> None:
+                 top_k: int = 0, chat: str = "auto", concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
+        if chat not in ("auto", "template", "plain"):
+            raise UserError(f"hf: chat must be auto, template or plain, not {chat!r}")
+        self.chat_mode = chat
         if dtype not in ("auto", "float32", "bfloat16", "float16"):
             raise UserError(f"hf: dtype must be auto, float32, bfloat16 or float16, not {dtype!r}")
         self.device_opt, self.dtype_opt, self.gguf_file, self.top_k = device, dtype, gguf_file, top_k
@@ -66,6 +88,7 @@ class HFBackend(Backend):
         self._load_lock = threading.Lock()
         self.model: Any = None
         self.tokenizer: Any = None
+        self.end_ids: set[int] = set()
         self.batches: list[int] = []  # sequences per generate call, for tests and benchmarks
 
     # ------------------------------------------------------------ loading
@@ -89,6 +112,9 @@ class HFBackend(Backend):
             tok.padding_side = "left"
             if tok.pad_token is None:
                 tok.pad_token = tok.eos_token
+            if self.chat_mode == "template" and getattr(tok, "chat_template", None) is None:
+                raise UserError(f"hf: {self.name!r} has no chat template (chat=template)")
+            self.end_ids = _end_ids(tok, model)
             self.tokenizer, self.model = tok, model.to(device).eval()
             self.device = device
 
@@ -99,8 +125,30 @@ class HFBackend(Backend):
                 self._thread = threading.Thread(target=self._serve, name=f"hf-batcher-{self.name}", daemon=True)
                 self._thread.start()
 
+    def chat_template(self) -> bool:
+        """Whether the tokenizer's chat template renders messages (loads the model to read it)."""
+        self.warm()
+        return self._has_template()
+
+    def _has_template(self) -> bool:
+        return self.chat_mode != "plain" and getattr(self.tokenizer, "chat_template", None) is not None
+
+    def render(self, prompt: str | Messages) -> str:
+        """The prompt text: messages through the tokenizer's chat template when it has one (a last
+        assistant message is continued), else ``render_messages``."""
+        if isinstance(prompt, str):
+            return prompt
+        if not self._has_template():
+            return render_messages(prompt)
+        msgs = list(prompt)
+        prefill = msgs.pop()["content"] if msgs and msgs[-1].get("role") == "assistant" else ""
+        text: str = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        return text + prefill
+
     async def _generate(self, request: GenerateRequest) -> Completion:
-        job = _Job(request, prompt_text(request.prompt))
+        if not isinstance(request.prompt, str):
+            await asyncio.to_thread(self.warm)  # the template lives in the tokenizer
+        job = _Job(request, self.render(request.prompt))
         self._ensure_thread()
         self._queue.put(job)
         return await asyncio.wrap_future(job.future)
@@ -150,7 +198,8 @@ class HFBackend(Backend):
         self.batches.append(len(prompts))
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
         max_new = max(1, max(j.request.max_tokens for j in jobs))
-        kw: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id}
+        kw: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id,
+                              "eos_token_id": sorted(self.end_ids)}
         if req0.temperature > 0:
             kw.update(do_sample=True, temperature=req0.temperature, top_p=req0.top_p, top_k=self.top_k)
         else:
@@ -174,7 +223,7 @@ class HFBackend(Backend):
                 out = self.model.generate(**enc, **kw)
         new = out[:, enc["input_ids"].shape[1]:].tolist()
         p_lens = enc["attention_mask"].sum(dim=1).tolist()
-        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id}
+        ends = {self.tokenizer.pad_token_id, *self.end_ids}
         results, row = [], 0
         latency = time.perf_counter() - t0
         for j in jobs:

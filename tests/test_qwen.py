@@ -1,0 +1,91 @@
+"""The embedded Qwen2.5-Coder-1.5B-Instruct for real (llama.cpp, 2 CPU cores): chat messages go
+through its own template in process and through a real ``llama_cpp.server`` reached with
+``openai:``; as a solver it makes a better harness pay (an interpreter loop written here, not
+one of the zoo's, against the minimal seed)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llama_server import llama_server
+
+from harnesslearn.models import GenerateRequest, embedded, load_model
+
+QWEN = "qwen2.5-coder-1.5b-instruct"
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not embedded.installed(QWEN), reason="the 'qwen' extra is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs the llamacpp extra"),
+]
+
+QUESTIONS = [
+    [{"role": "user", "content": "What is 12 + 30? Reply with the number only."}],
+    [{"role": "system", "content": "You answer with one word."},
+     {"role": "user", "content": "What is the capital of France?"}],
+]
+
+
+def generate_all(model, reqs):
+    async def main():
+        try:
+            return [await model.generate(r) for r in reqs]
+        finally:
+            await model.aclose()
+
+    return asyncio.run(main())
+
+
+def test_chat_template_in_process_and_through_a_real_server(tmp_path: Path) -> None:
+    reqs = [GenerateRequest(q, max_tokens=12, temperature=0.0) for q in QUESTIONS]
+    local = load_model(f"local:{QWEN}", cache=False)
+    assert local.chat_template() is True
+    here = [c.text.strip() for c in generate_all(local, reqs)]
+    assert "42" in here[0] and "Paris" in here[1]
+    log = tmp_path / "server.log"
+    with llama_server(embedded.ensure_gguf(QWEN), alias="qwen", n_ctx=4096, log=log) as url:
+        served = load_model("openai:qwen", base_url=url, cache=False)
+        there = [c.text.strip() for c in generate_all(served, reqs)]
+    assert "42" in there[0] and "Paris" in there[1]
+    # the same template, the same greedy decoding: the same answers
+    assert here == there
+    assert "/v1/chat/completions" in log.read_text(errors="replace")
+
+
+INTERPRETER = '''
+import re
+
+def solve(model, question):
+    ask = [{"role": "user", "content": "Write a Python program that prints only the answer to this problem:\\n" + question}]
+    reply = model.generate(ask, max_tokens=300)[0]
+    code = re.findall(r"```(?:python)?\\n(.*?)```", reply, re.S)
+    out = model.python(code[0] if code else reply)
+    return out.strip()
+'''
+
+
+def _run(harness: str, n: int) -> dict:
+    r = subprocess.run(
+        [sys.executable, "-m", "harnesslearn.cli", "run", harness, "--task", "rg:gcd", "--solver", f"local:{QWEN}",
+         "--n", str(n), "--concurrency", "1", "--json"],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+        env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_cli_run_with_qwen_solver_a_better_harness_pays(tmp_path: Path) -> None:
+    h = tmp_path / "interp.py"
+    h.write_text(INTERPRETER)
+    minimal, interp = _run("minimal", 6), _run(str(h), 6)
+    assert all(p["status"] == "ok" and p["calls"] >= 1 for p in minimal["problems"] + interp["problems"])
+    assert any(c["kind"] == "python" for p in interp["problems"] for c in p["model_calls"])
+    assert interp["J"] >= minimal["J"] + 0.3, (minimal["J"], interp["J"])
