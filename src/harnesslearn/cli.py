@@ -199,6 +199,62 @@ def run(
     emit(result, as_json, human)
 
 
+# ---------------------------------------------------------------- zoo
+@app.command()
+def zoo(
+    task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:gcd or musique:FILE.")],
+    solver: Annotated[str, typer.Option("--solver", help="Solver model spec, e.g. local:qwen2.5-coder-1.5b-instruct.")],
+    solver_base_url: Annotated[str | None, typer.Option("--solver-base-url", help="Base URL for openai: solvers.")] = None,
+    n_score: Annotated[int, typer.Option("--n-score", min=1, max=100_000, help="Score-split problems.")] = 16,
+    n_test: Annotated[int, typer.Option("--n-test", min=1, max=100_000, help="Test-split problems.")] = 32,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**31 - 1, help="Problem sampling seed.")] = 0,
+    only: Annotated[str | None, typer.Option("--only", help="Comma-separated zoo names (default: all that apply).")] = None,
+    test: Annotated[str, typer.Option("--test", help="all: every harness on the test split; best: only the "
+                                                    "one picked on the score split (and the seed).")] = "all",
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=256, help="Problems in flight.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate the harness zoo (human-designed harnesses) on the score and test splits."""
+    import asyncio
+
+    from harnesslearn import zoo as zoo_mod
+    from harnesslearn.models import load_model
+    from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+    from harnesslearn.tasks import load_task
+
+    t = load_task(task)
+    names = [x.strip() for x in only.split(",") if x.strip()] if only else None
+    for name in names or []:
+        zoo_mod.build(name, t, seed)  # unknown or inapplicable names: exit 2 before anything runs
+    if test not in ("all", "best"):
+        raise UserError(f"--test must be all or best, not {test!r}")
+    model = load_model(solver, base_url=solver_base_url)
+    config = ExecutorConfig()
+    if concurrency is not None:
+        config.concurrency = concurrency
+
+    async def go() -> dict[str, Any]:
+        try:
+            async with Executor(model, config) as ex:
+                return await zoo_mod.evaluate_zoo(t, ex, n_score=n_score, n_test=n_test, seed=seed,
+                                                  budgets=Budgets(timeout_s=timeout), only=names, test=test)
+        finally:
+            await model.aclose()
+
+    out = asyncio.run(go())
+    out["solver"] = solver
+    out["model_stats"] = model.stats()
+
+    def j(d: dict[str, Any]) -> str:
+        return "-" if not d or d.get("J") is None else f"{d['J']:.3f} [{d['lo']:.2f}, {d['hi']:.2f}]"
+
+    lines = [f"zoo on {t.spec} (score n={n_score}, test n={n_test}); picked on the score split: {out['best']}",
+             f"{'harness':<20} {'score J [95% CI]':<24} {'test J [95% CI]':<24}"]
+    lines += [f"{r['name']:<20} {j(r['score']):<24} {j(r['test']):<24}" for r in out["rows"]]
+    emit(out, as_json, "\n".join(lines))
+
+
 # ---------------------------------------------------------------- models
 @app.command()
 def models(as_json: JsonOpt = False) -> None:
@@ -209,9 +265,11 @@ def models(as_json: JsonOpt = False) -> None:
     lines = []
     for r in rows:
         state = "available" if r["available"] else f"missing {', '.join(r['missing'])}: {r['install']}"
-        if r["provider"] == "local" and r["available"]:
-            state += f"; GGUF {'assembled' if r['assembled'] else 'not assembled yet'} ({r['gguf_path']}), engine {r['engine']}"
         lines.append(f"{r['example']:<24} {state}\n{'':<24} {r['description']}")
+        for m in r.get("models", []):
+            where = (f"GGUF {'assembled' if m['assembled'] else 'not assembled yet'} at {m['gguf_path']}, "
+                     f"engine {r['engine']}" if m["installed"] else f"not installed: {m['install']}")
+            lines.append(f"  {m['spec']:<38} {where}\n  {'':<38} {m['description']}\n  {'':<38} {m['provenance']}")
     emit({"providers": rows}, as_json, "\n".join(lines))
 
 

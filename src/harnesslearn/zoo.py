@@ -1,0 +1,170 @@
+"""The harness zoo: human-designed harnesses, the baseline that harness learning argues against.
+
+Each entry is a shipped harness file (``seeds/zoo/NAME.py``, standard library only, the same
+runtime API as every harness). Reasoning tasks get the general entries; question-answering
+tasks (those with the ``search`` tool) get the retrieval entries. ``few_shot`` is a template:
+``build`` fills its ``EXAMPLES`` with questions and gold answers from the task's *feedback*
+split (the split the proposer may see too), so a zoo harness never carries a score- or
+test-split answer.
+
+``harnesslearn zoo`` evaluates every entry that applies on the score and test splits
+(:func:`evaluate_zoo`); ``adapt --harness zoo:NAME`` starts adaptation from one; and the zoo
+is the teacher-free source of first-round revisions for SFT data (``training/sft_data.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from harnesslearn.errors import UserError
+from harnesslearn.harness import Harness, load_harness
+from harnesslearn.tasks.base import Task
+
+PREFIX = "zoo:"
+FEW_SHOT_EXAMPLES = 4
+CAP_EXAMPLE = 1500  # characters of one few-shot question or answer
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    name: str
+    qa: bool  # needs the search tool (multi-hop QA)
+    description: str
+
+
+ENTRIES: dict[str, ZooEntry] = {
+    e.name: e
+    for e in (
+        ZooEntry("interpreter_loop", False, "the solver writes a Python program, the harness runs it "
+                                            "(model.python) and fixes it from its errors"),
+        ZooEntry("reason_extract", False, "reason step by step, then extract the 'Answer:' line"),
+        ZooEntry("self_consistency", False, "5 sampled reasoning paths, majority vote over the answers"),
+        ZooEntry("verify_retry", False, "answer, let the solver check it, retry with the objection"),
+        ZooEntry("few_shot", False, "worked examples from the feedback split as earlier chat turns"),
+        ZooEntry("retrieve_read", True, "8 passages, answer with a short span, careful extraction"),
+        ZooEntry("iterative_search", True, "multi-hop: search, read, ask a follow-up query, up to 3 hops"),
+    )
+}
+
+
+def is_qa(task: Task) -> bool:
+    return "search" in task.tools
+
+
+def names(task: Task | None = None) -> list[str]:
+    """The zoo entries that apply to ``task`` (all of them when ``task`` is None)."""
+    if task is None:
+        return list(ENTRIES)
+    return [n for n, e in ENTRIES.items() if e.qa == is_qa(task)]
+
+
+def source(name: str) -> str:
+    if name not in ENTRIES:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(ENTRIES), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UserError(f"unknown zoo harness {name!r}{hint} (zoo: {', '.join(ENTRIES)})")
+    return (resources.files("harnesslearn") / "seeds" / "zoo" / f"{name}.py").read_text(encoding="utf-8")
+
+
+def _fill_examples(src: str, task: Task, seed: int) -> str:
+    examples = [(p.question[:CAP_EXAMPLE], str(p.answer)[:CAP_EXAMPLE])
+                for p in task.problems("feedback", FEW_SHOT_EXAMPLES, seed)]
+    body = "".join(f"    ({q!r}, {a!r}),\n" for q, a in examples)
+    filled, n = re.subn(r"^EXAMPLES = \[\].*$", lambda _: f"EXAMPLES = [\n{body}]", src, count=1, flags=re.MULTILINE)
+    assert n == 1, "few_shot.py lost its EXAMPLES line"
+    return filled
+
+
+def build(name: str, task: Task, seed: int = 0) -> Harness:
+    """Zoo harness ``name`` made for ``task`` (UserError for an unknown name or one that does not
+    apply to the task)."""
+    src = source(name)
+    if name not in names(task):
+        kind = "question-answering" if is_qa(task) else "reasoning"
+        raise UserError(f"zoo harness {name!r} does not apply to {kind} task {task.spec} "
+                        f"(applicable: {', '.join(names(task))})")
+    if name == "few_shot":
+        src = _fill_examples(src, task, seed)
+    return Harness(src, name=f"{PREFIX}{name}")
+
+
+def resolve(ref: str, task: Task, seed: int = 0) -> Harness:
+    """A harness reference: ``zoo:NAME`` (built for ``task``), a shipped seed name or a .py path."""
+    if ref.startswith(PREFIX):
+        return build(ref[len(PREFIX):], task, seed)
+    return load_harness(ref)
+
+
+@dataclass
+class ZooRow:
+    """One harness's J on the score and test splits, with 95 % bootstrap intervals over problems."""
+
+    name: str
+    harness_id: str
+    score: dict[str, Any]  # {"J", "lo", "hi", "n", "completion_rate"}
+    test: dict[str, Any]
+    solver_calls: int
+    wall_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "harness_id": self.harness_id, "score": self.score, "test": self.test,
+                "solver_calls": self.solver_calls, "wall_s": round(self.wall_s, 2)}
+
+
+def summarise(ev: Any) -> dict[str, Any]:
+    """J, its bootstrap interval, n and completion rate of an Evaluation."""
+    from harnesslearn.stats import bootstrap_ci
+
+    scores = [p.score for p in ev.problems if p.score is not None]
+    ci = bootstrap_ci(scores)
+    return {"J": ev.J, "lo": ci["lo"], "hi": ci["hi"], "n": len(scores), "completion_rate": ev.completion_rate}
+
+
+def best(rows: list[ZooRow]) -> ZooRow | None:
+    """The row picked on the *score* split (highest J; the first on ties); never on test."""
+    scored = [r for r in rows if r.score["J"] is not None]
+    return max(scored, key=lambda r: r.score["J"]) if scored else None
+
+
+async def evaluate_zoo(
+    task: Task,
+    executor: Any,
+    *,
+    n_score: int,
+    n_test: int,
+    seed: int = 0,
+    budgets: Any = None,
+    only: list[str] | None = None,
+    test: str = "all",
+    include_seed: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate the zoo entries for ``task`` (``only``: a subset) and the task's seed harness on
+    the score split, and on the test split (``test="all"``) or only the one picked on the score
+    split (``test="best"``, cheaper). The pick never looks at the test split."""
+    from harnesslearn.evaluation import evaluate
+
+    if test not in ("all", "best"):
+        raise UserError(f"--test must be all or best, not {test!r}")
+    chosen = only or names(task)
+    harnesses = [(n, build(n, task, seed)) for n in chosen]
+    if include_seed:
+        seed_name = "qa_minimal" if is_qa(task) else "minimal"
+        harnesses.insert(0, (f"seed:{seed_name}", load_harness(seed_name)))
+    rows: list[ZooRow] = []
+    for name, h in harnesses:
+        ev = await evaluate(h, task, "score", n_score, seed, executor, budgets=budgets, progress=progress)
+        rows.append(ZooRow(name, h.id, summarise(ev), {}, ev.solver_calls, ev.wall_s))
+    top = best([r for r in rows if not r.name.startswith("seed:")])
+    for (name, h), row in zip(harnesses, rows, strict=True):
+        if test == "all" or row is top or name.startswith("seed:"):
+            ev = await evaluate(h, task, "test", n_test, seed, executor, budgets=budgets, progress=progress)
+            row.test, row.solver_calls, row.wall_s = summarise(ev), row.solver_calls + ev.solver_calls, row.wall_s + ev.wall_s
+    return {"task": task.spec, "n_score": n_score, "n_test": n_test, "seed": seed,
+            "best": top.name if top else None, "best_test_J": top.test.get("J") if top else None,
+            "rows": [r.to_json() for r in rows]}
