@@ -133,3 +133,66 @@ def test_rewrite_decoding_ends_the_body_like_humaneval() -> None:
     # cut by max_tokens inside the body: no marker added, the edit stays invalid
     out = _rewrite("    return (", 64)
     assert ">>>>>>> REPLACE" not in out and not apply_proposal(src, out).valid
+
+
+# ---------------------------------------------------------------- chat form (instruction-tuned proposers)
+def test_chat_messages_hold_every_section_and_no_foreign_example() -> None:
+    from harnesslearn.proposer import build_messages, solve_lines, template
+
+    h = Harness(seed_source("minimal"))
+    hist = [Attempt(1, 1, True, None, 0.3, 0.5, "EDIT-X")]
+    msgs = build_messages(_Task(), h, _feedback(), hist)
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    user = msgs[1]["content"]
+    assert _Task.description in user and h.source.strip() in user and "Gold answer:" in user and "EDIT-X" in user
+    assert runtime_api_doc().strip()[:200] in user
+    # the lines offered for SEARCH are the current harness's own solve function ...
+    lines = solve_lines(h.source)
+    assert lines and user.rstrip().endswith(lines)
+    # ... and nothing of the plain form's worked example (a foreign harness) is shown
+    example = template("few_shot")
+    assert "Think step by step, then give the final answer on the last line" in example
+    assert "Think step by step, then give the final answer on the last line" not in user
+    assert PRIME not in user  # markers are described in words, never as a block to copy
+
+
+def test_chat_rewrite_prime_is_an_open_assistant_turn() -> None:
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.proposer import build_messages, finish_completion, rewrite_tail
+
+    h = Harness(seed_source("minimal"))
+    msgs = build_messages(_Task(), h, _feedback(), prime="rewrite")
+    assert msgs[-1]["role"] == "assistant" and msgs[-1]["content"] == rewrite_tail(h.source)
+    body = "    import re\n    return re.sub('x', '', question)\n\nThis edit removes x.\n"
+    r = apply_proposal(h.source, finish_completion(body, msgs, hit_max_tokens=False))
+    assert r.valid and r.source is not None and "re.sub" in r.source and "This edit" not in r.source
+    assert not apply_proposal(h.source, finish_completion("    return (", msgs, hit_max_tokens=True)).valid
+
+
+def test_chat_completion_without_blocks_stays_invalid() -> None:
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.proposer import build_messages
+
+    msgs = build_messages(_Task(), Harness(seed_source("minimal")), _feedback())
+    whole_file = "```python\ndef solve(model, question):\n    return '2'\n```"
+    assert as_proposal(whole_file, msgs) == whole_file  # nothing is put in front of a chat answer
+    assert apply_proposal(seed_source("minimal"), as_proposal(whole_file, msgs)).reason == "no_blocks"
+
+
+def test_prompt_form_follows_the_chat_template() -> None:
+    from harnesslearn.proposer import prompt_form
+
+    class M(ModelBackend):
+        def __init__(self, chat: bool | None) -> None:
+            self.chat = chat
+
+        async def generate(self, request: GenerateRequest) -> Completion:
+            return Completion(["x"])
+
+        def chat_template(self) -> bool | None:
+            return self.chat
+
+    assert prompt_form(M(True)) == "chat" and prompt_form(M(False)) == "plain" and prompt_form(M(None)) == "plain"
+    assert prompt_form(M(False), "chat") == "chat" and prompt_form(M(True), "plain") == "plain"
+    assert prompt_form(load_model("openai:x?endpoint=completions", cache=False)) == "plain"
+    assert prompt_form(load_model("openai:x", cache=False)) == "chat"

@@ -11,6 +11,14 @@ the completion should begin: with ``PRIME`` (an opening SEARCH marker, ``prime="
 new body. ``as_proposal`` puts that primed tail back in front of a completion that has no SEARCH
 marker of its own.
 
+Two prompt forms. ``plain`` (above, :func:`build_prompt`) is one text for base models, which
+continue it. ``chat`` (:func:`build_messages`) is a system + user message pair for
+instruction-tuned models, sent through their own chat template: the same sections, no worked
+example from a foreign harness (small models copy it), and the edit format shown on the
+*current* harness's own ``solve`` lines, so the block the model is asked to write starts with
+lines it can copy exactly. A chat completion is the proposal as it stands: nothing is put in
+front of it, and a whole-file rewrite without blocks stays invalid (``no_blocks``).
+
 The proposer knows nothing of sandboxing or the store: it turns an Evaluation into text and
 text into completions. Training calls these same functions.
 """
@@ -29,7 +37,7 @@ from string import Template
 from typing import Any, Literal, Protocol
 
 from harnesslearn.harness import Harness, runtime_api_doc
-from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
 
 PRIME = "<<<<<<< SEARCH\n"
 END = ">>>>>>> REPLACE"
@@ -46,6 +54,7 @@ MAX_HISTORY = 12
 
 Style = Literal["canonical", "varied"]
 Prime = Literal["search", "rewrite"]
+Form = Literal["chat", "plain"]
 
 
 @cache
@@ -160,6 +169,29 @@ def render_history(history: Sequence[Attempt]) -> str:
     return "\n".join(lines)
 
 
+def _sections(task: _TaskLike, harness: Harness, feedback: Any, history: Sequence[Attempt], *, style: Style,
+              n_traces: int, rng_seed: int) -> tuple[str, dict[str, Any]]:
+    """(template name, substitutions) shared by both prompt forms; seeded by ``rng_seed``."""
+    if style not in ("canonical", "varied"):
+        raise ValueError(f"unknown prompt style {style!r}")
+    rng = random.Random(rng_seed)
+    traces = sample_traces(feedback, n_traces, rng)
+    if style == "canonical":
+        trace_fmt, agg_fmt, name = "fields", "sentence", "propose"
+    else:
+        trace_fmt, agg_fmt, name = rng.choice(["fields", "json"]), rng.choice(["sentence", "table"]), "propose_varied"
+    rendered = "\n\n".join(render_trace(i + 1, _trace_fields(p), trace_fmt) for i, p in enumerate(traces))
+    return name, {
+        "task": cap(task.description, 1500),
+        "api": runtime_api_doc().strip(),
+        "source": harness.source.rstrip("\n"),
+        "n_problems": len(feedback.problems),
+        "aggregate": render_aggregate(feedback, agg_fmt),
+        "traces": rendered or "(no problems)",
+        "history": render_history(history),
+    }
+
+
 def build_prompt(
     task: _TaskLike,
     harness: Harness,
@@ -171,7 +203,8 @@ def build_prompt(
     rng_seed: int = 0,
     prime: Prime = "search",
 ) -> str:
-    """The revision prompt for ``harness`` given its ``feedback`` Evaluation (feedback split).
+    """The plain-text revision prompt (for base models) for ``harness`` given its ``feedback``
+    Evaluation (feedback split).
 
     ``style="canonical"``: fixed section order, traces as labelled fields, aggregate as a
     sentence. ``style="varied"``: another section order (``prompts/propose_varied.txt``), and,
@@ -179,37 +212,86 @@ def build_prompt(
     sentence. Trace sampling is seeded by ``rng_seed``; the prompt is a pure function of the
     arguments. It ends with ``PRIME`` (``prime="search"``) or with ``rewrite_tail(source)``
     (``prime="rewrite"``; ``PRIME`` when the source has no multi-line ``solve``)."""
-    if style not in ("canonical", "varied"):
-        raise ValueError(f"unknown prompt style {style!r}")
     if prime not in ("search", "rewrite"):
         raise ValueError(f"unknown prompt prime {prime!r}")
-    rng = random.Random(rng_seed)
-    traces = sample_traces(feedback, n_traces, rng)
-    if style == "canonical":
-        trace_fmt, agg_fmt, name = "fields", "sentence", "propose"
-    else:
-        trace_fmt, agg_fmt, name = rng.choice(["fields", "json"]), rng.choice(["sentence", "table"]), "propose_varied"
-    rendered = "\n\n".join(render_trace(i + 1, _trace_fields(p), trace_fmt) for i, p in enumerate(traces))
+    name, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
     text = Template(template(name)).substitute(
-        system=template("system"),
-        task=cap(task.description, 1500),
-        api=runtime_api_doc().strip(),
-        source=harness.source.rstrip("\n"),
-        n_problems=len(feedback.problems),
-        aggregate=render_aggregate(feedback, agg_fmt),
-        traces=rendered or "(no problems)",
-        history=render_history(history),
-        format=template("format"),
-        example=template("few_shot"),
-        instruction=template("instruction"),
+        system=template("system"), format=template("format"), example=template("few_shot"),
+        instruction=template("instruction"), **subs,
     )
     tail = (rewrite_tail(harness.source) if prime == "rewrite" else None) or PRIME
     return text + "\n" + tail
 
 
-def rewrite_tail(source: str) -> str | None:
-    """``PRIME`` + the lines of the top-level ``solve`` function + the divider + its header
-    (the ``def`` line(s)), or None when there is no such function with a body on its own lines."""
+def build_messages(
+    task: _TaskLike,
+    harness: Harness,
+    feedback: Any,
+    history: Sequence[Attempt] = (),
+    *,
+    style: Style = "canonical",
+    n_traces: int = 4,
+    rng_seed: int = 0,
+    prime: Literal["none", "rewrite"] = "none",
+) -> Messages:
+    """The chat revision prompt (for instruction-tuned models): a system and a user message.
+
+    The same sections as :func:`build_prompt` (``style="varied"`` varies the trace and
+    aggregate formats, not the order). The edit format is described in words and the lines to
+    copy into SEARCH are the current harness's own ``solve`` function (``solve_lines``): there is
+    no worked example, so nothing invites copying lines of another harness.
+
+    ``prime="rewrite"`` adds the start of the answer as a last assistant message, which the
+    model continues (in-process engines render it as an open turn): the block of the plain
+    rewrite prime (:func:`rewrite_tail`), opened on the current ``solve`` with the divider and
+    the new ``def`` line written, so the model writes only the new body."""
+    _, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
+    search = solve_lines(harness.source) or harness.source.rstrip("\n")
+    fmt = Template(template("chat_format")).substitute(search=search)
+    msgs: Messages = [
+        {"role": "system", "content": template("chat_system")},
+        {"role": "user", "content": Template(template("chat_user")).substitute(format=fmt, **subs)},
+    ]
+    if prime == "rewrite":
+        msgs.append({"role": "assistant", "content": rewrite_tail(harness.source) or PRIME})
+    return msgs
+
+
+def make_prompt(
+    form: Form,
+    task: _TaskLike,
+    harness: Harness,
+    feedback: Any,
+    history: Sequence[Attempt] = (),
+    *,
+    style: Style = "canonical",
+    n_traces: int = 4,
+    rng_seed: int = 0,
+    prime: Prime = "search",
+) -> str | Messages:
+    """:func:`build_messages` for ``form="chat"``, :func:`build_prompt` for ``form="plain"``."""
+    if form == "chat":
+        return build_messages(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
+                              prime="rewrite" if prime == "rewrite" else "none")
+    if form == "plain":
+        return build_prompt(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
+                            prime=prime)
+    raise ValueError(f"unknown prompt form {form!r}")
+
+
+def prompt_form(proposer: ModelBackend, requested: str = "auto") -> Form:
+    """The prompt form for ``proposer``: ``chat`` when chat messages reach it through its own
+    template, ``plain`` for base models and when unknown (python: callables); ``requested``
+    (``chat``/``plain``) overrides."""
+    if requested in ("chat", "plain"):
+        return requested  # type: ignore[return-value]
+    if requested != "auto":
+        raise ValueError(f"unknown prompt form {requested!r}")
+    return "chat" if proposer.chat_template() else "plain"
+
+
+def solve_lines(source: str) -> str | None:
+    """The lines of the top-level ``solve`` function (with its decorators), or None."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -219,27 +301,42 @@ def rewrite_tail(source: str) -> str | None:
         return None
     fn = fns[-1]
     start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+    return "\n".join(source.split("\n")[start - 1 : fn.end_lineno])
+
+
+def rewrite_tail(source: str) -> str | None:
+    """``PRIME`` + the lines of the top-level ``solve`` function + the divider + its header
+    (the ``def`` line(s)), or None when there is no such function with a body on its own lines."""
+    whole = solve_lines(source)
+    if whole is None:
+        return None
+    fn = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "solve"][-1]
     if fn.body[0].lineno <= fn.lineno:
         return None
-    lines = source.split("\n")
-    whole = "\n".join(lines[start - 1 : fn.end_lineno])
-    header = "\n".join(lines[start - 1 : fn.body[0].lineno - 1])
+    start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+    header = "\n".join(source.split("\n")[start - 1 : fn.body[0].lineno - 1])
     return PRIME + whole + "\n=======\n" + header + "\n"
 
 
-def primed_tail(prompt: str) -> str:
-    """The open block a prompt ends with (from its last ``PRIME``), or "" if it ends with none."""
+def primed_tail(prompt: str | Messages) -> str:
+    """The open block a prompt ends with (from its last ``PRIME``; for a chat prompt, in a last
+    assistant message that the model continues), or "" if it ends with none."""
+    if not isinstance(prompt, str):
+        if not prompt or prompt[-1].get("role") != "assistant":
+            return ""
+        prompt = prompt[-1].get("content", "")
     i = prompt.rfind(PRIME)
     if i == -1 or _END_MARKER.search(prompt, i):
         return ""
     return prompt[i:]
 
 
-def as_proposal(completion: str, prompt: str | None = None) -> str:
+def as_proposal(completion: str, prompt: str | Messages | None = None) -> str:
     """The proposal text for a completion of ``prompt``: the completion as is when it contains a
     SEARCH marker of its own (a model that repeats it, a scripted proposer that writes whole
-    blocks), else the prompt's primed tail (``PRIME`` when no prompt is given) + completion."""
-    if _SEARCH_MARKER.search(completion):
+    blocks) or answers a chat prompt, else the prompt's primed tail (``PRIME`` when no prompt is
+    given) + completion."""
+    if _SEARCH_MARKER.search(completion) or (isinstance(prompt, list) and not primed_tail(prompt)):
         return completion
     return (PRIME if prompt is None else primed_tail(prompt)) + completion
 
@@ -251,28 +348,30 @@ def candidate_seed(seed: int, round: int, index: int) -> int:
 
 
 async def sample_one(
-    proposer: ModelBackend, prompt: str, *, temperature: float = 0.8, max_tokens: int = 1024,
+    proposer: ModelBackend, prompt: str | Messages, *, temperature: float = 0.8, max_tokens: int = 1024,
     seed: int = 0, rewrite: bool | None = None,
 ) -> tuple[str, Completion, GenerateRequest]:
     """One proposal: (proposal text, the raw Completion, the request). InfraError propagates.
 
     ``rewrite`` (for prompts built with ``prime="rewrite"``): the completion is the body of the
     new ``solve``, decoded the HumanEval way: generation stops at a REPLACE, SEARCH or divider
-    marker, the body ends at its first non-indented non-empty line (dropped with all after it),
-    and the REPLACE marker is added when the body ended (at a stop, a dedent, or end of text
-    before ``max_tokens``). A body cut by ``max_tokens`` gets no marker and stays invalid."""
+    marker (for chat prompts also at a closing code fence), the body ends at its first
+    non-indented non-empty line (dropped with all after it), and the REPLACE marker is added when
+    the body ended (at a stop, a dedent, or end of text before ``max_tokens``). A body cut by
+    ``max_tokens`` gets no marker and stays invalid."""
     if rewrite is None:  # detect a prompt built with prime="rewrite"
         rewrite = "\n=======\n" in primed_tail(prompt)
+    stop = (END, "\n<<<<<<<", "\n=======") + (("\n```",) if isinstance(prompt, list) else ())
     req = GenerateRequest(
         prompt=prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=seed,
-        stop=(END, "\n<<<<<<<", "\n=======") if rewrite else None,
+        stop=stop if rewrite else None,
     )
     completion = await proposer.generate(req)
     hit_max = completion.completion_tokens >= max_tokens
     return finish_completion(completion.text, prompt, hit_max_tokens=hit_max, rewrite=rewrite), completion, req
 
 
-def finish_completion(text: str, prompt: str, *, hit_max_tokens: bool, rewrite: bool | None = None) -> str:
+def finish_completion(text: str, prompt: str | Messages, *, hit_max_tokens: bool, rewrite: bool | None = None) -> str:
     """The proposal text for a raw completion of ``prompt`` (shared by adaptation and GRPO).
 
     For a rewrite prompt (``rewrite=None`` detects one from the prompt's open block having its
@@ -298,7 +397,7 @@ def end_of_body(text: str) -> tuple[str, bool]:
 
 
 async def propose(
-    proposer: ModelBackend, prompt: str, k: int, *, temperature: float = 0.8, max_tokens: int = 1024,
+    proposer: ModelBackend, prompt: str | Messages, k: int, *, temperature: float = 0.8, max_tokens: int = 1024,
     seed: int = 0,
 ) -> list[str]:
     """``k`` proposal texts, candidate ``i`` sampled with seed ``seed + i`` (one request each,
