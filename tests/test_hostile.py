@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harnesslearn.evaluation import score_records
+from harnesslearn.evaluation import score_records, task_tools
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
 from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status
 from harnesslearn.sandbox.launcher import children_of, processes_of_uid
@@ -114,16 +114,16 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
             async def one(name: str) -> tuple[str, RunRecord]:
                 budgets = Budgets(timeout_s=LONG.get(name, 2.5), memory_mb=512)
-                rec = await ex.run(_fill(H[name][0], ctx), [problem], task, budgets)
+                rec = await ex.run(_fill(H[name][0], ctx), [problem], task_tools(task), budgets)
                 return name, rec[0]
 
             results = dict(await asyncio.gather(*(one(name) for name in H)))
             rss1 = _rss_mb()
             persist = ("import os\ndef solve(model, question):\n    seen = os.path.exists('/tmp/cache.txt')\n"
                        "    open('/tmp/cache.txt', 'w').write('x')\n    return 'seen' if seen else 'fresh'\n")
-            persisted = [(await ex.run(persist, [problem], task, Budgets(timeout_s=5)))[0] for _ in range(3)]
+            persisted = [(await ex.run(persist, [problem], task_tools(task), Budgets(timeout_s=5)))[0] for _ in range(3)]
             follow = await ex.run("def solve(model, question):\n    return model(question)\n",
-                                  task.problems("score", 4, 0), task, Budgets(timeout_s=10))
+                                  task.problems("score", 4, 0), task_tools(task), Budgets(timeout_s=10))
             survivors = await _survivors(ex)
             cgroups = all(slot.cgroup is not None for slot in ex._slots)
         return {"cgroups": cgroups, "results": results, "rss": (rss0, rss1), "persisted": persisted, "follow": follow,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.evaluation import task_tools
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
 from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status
 from harnesslearn.sandbox.broker import InvalidRequest, parse_generate
@@ -76,7 +77,7 @@ def run(source: str, n: int = 1, model: ModelBackend | None = None, budgets: Bud
     async def go() -> list[RunRecord]:
         config = ExecutorConfig(concurrency=2, **cfg)  # type: ignore[arg-type]
         async with Executor(model or Echo(), config) as ex:
-            return await ex.run(source, problems, Toy(), budgets or Budgets(timeout_s=10))
+            return await ex.run(source, problems, task_tools(Toy()), budgets or Budgets(timeout_s=10))
 
     return asyncio.run(go())
 
@@ -185,7 +186,7 @@ def test_executor_reopens_in_a_new_event_loop_after_aclose() -> None:
 
     async def go() -> list[RunRecord]:
         try:
-            return await ex.run(ECHO, problems, Toy(), Budgets(timeout_s=10))
+            return await ex.run(ECHO, problems, task_tools(Toy()), Budgets(timeout_s=10))
         finally:
             await ex.aclose()
 

@@ -1,9 +1,11 @@
 """The executor: runs ``solve(model, question)`` of one harness on many problems in sandboxed
 workers, brokers their model and tool calls, and returns one ``RunRecord`` per problem.
 
-Trust split: the ``Problem`` objects (with gold answers), the task, the solver and the budgets
-stay in this process. A worker receives the harness source, the question and its limits, and
-nothing else. Scoring is not done here (see ``harnesslearn.evaluation``).
+Trust split: the ``Problem`` objects (with gold answers), the tools (the task's search), the
+solver and the budgets stay in this process. A worker receives the harness source, the question
+and its limits, and nothing else. Scoring is not done here (see ``harnesslearn.evaluation``),
+and the executor knows nothing of tasks: it gets the tool names and the search function
+(``Tools``, built by ``evaluation.task_tools``).
 
 Pool: one slot per concurrent problem. Each slot keeps one pre-started FRESH worker that waits
 for a single job; it is used once and never reused. After the job everything running as the
@@ -24,10 +26,8 @@ import os
 import signal
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.models.base import ModelBackend
@@ -45,9 +45,9 @@ from harnesslearn.sandbox.launcher import (
     kill_uid,
     start_worker,
 )
-from harnesslearn.sandbox.records import Budgets, RunRecord, Status
+from harnesslearn.sandbox.records import Budgets, RunRecord, Status, Tools
 from harnesslearn.sandbox.uids import UidLease, lease_uid, release_all
-from harnesslearn.tasks.base import Problem, Task
+from harnesslearn.tasks.base import Problem
 
 ISOLATIONS = ("auto", "bwrap", "landlock", "none")
 
@@ -119,7 +119,6 @@ class Executor:
         self._slots: list[_Slot] = []
         self._free: asyncio.Queue[_Slot] | None = None
         self._model_sem: asyncio.Semaphore | None = None
-        self._search_cache: OrderedDict[str, Any] = OrderedDict()
         self._leases: list[UidLease] = []
         self._cgroups: list[SlotCgroup] = []
 
@@ -203,7 +202,7 @@ class Executor:
         canary = preflight.Canary()
         problem = Problem(id="preflight", question=canary.question(), answer=None)
         try:
-            rec = await self._attempt(slot, preflight.PROBE, problem, (), None, Budgets(timeout_s=15.0), refill=False)
+            rec = await self._attempt(slot, preflight.PROBE, problem, Tools(), Budgets(timeout_s=15.0), refill=False)
             return preflight.check(spec.isolation, rec.answer, str(rec.status), rec.error, canary)
         except InfraError as e:
             return [f"sandbox would not start: {e}"]
@@ -292,24 +291,25 @@ class Executor:
         self,
         source: str,
         problems: Sequence[Problem],
-        task: Task,
+        tools: Tools | None = None,
         budgets: Budgets | None = None,
         on_record: Callable[[RunRecord], None] | None = None,
     ) -> list[RunRecord]:
-        """One RunRecord per problem, in order. Never raises for a harness failure."""
+        """One RunRecord per problem, in order. Never raises for a harness failure. ``tools``:
+        what the harnesses may call besides the solver (``evaluation.task_tools(task)``)."""
         await self.start()
         assert self._free is not None and self.spec is not None
         if self.spec.isolation == "none":
             sys.stderr.write("WARNING: harnesslearn is running harness code WITHOUT a sandbox "
                              "(--unsafe-no-sandbox): it can read, write and reach anything you can.\n")
         budgets = budgets or Budgets()
-        tools = tuple(task.tools)
+        tools = tools or Tools()
         free = self._free
 
         async def one(problem: Problem) -> RunRecord:
             slot = await free.get()
             try:
-                rec = await self._run_problem(slot, source, problem, task, tools, budgets)
+                rec = await self._run_problem(slot, source, problem, tools, budgets)
             finally:
                 free.put_nowait(slot)
             if on_record is not None:
@@ -325,12 +325,12 @@ class Executor:
         return records
 
     async def _run_problem(
-        self, slot: _Slot, source: str, problem: Problem, task: Task, tools: tuple[str, ...], budgets: Budgets
+        self, slot: _Slot, source: str, problem: Problem, tools: Tools, budgets: Budgets
     ) -> RunRecord:
         errors = []
         for _ in range(self.config.infra_retries + 1):
             try:
-                return await self._attempt(slot, source, problem, tools, task, budgets)
+                return await self._attempt(slot, source, problem, tools, budgets)
             except InfraError as e:
                 errors.append(str(e))
         return RunRecord(problem.id, Status.INFRA_ERROR, error=" | ".join(errors)[-2000:])
@@ -343,8 +343,7 @@ class Executor:
         return await t
 
     async def _attempt(
-        self, slot: _Slot, source: str, problem: Problem, tools: tuple[str, ...], task: Task | None,
-        budgets: Budgets, refill: bool = True,
+        self, slot: _Slot, source: str, problem: Problem, tools: Tools, budgets: Budgets, refill: bool = True,
     ) -> RunRecord:
         """One run of ``source`` on ``problem`` in the slot's fresh worker. Raises InfraError."""
         cfg = self.config
@@ -352,8 +351,8 @@ class Executor:
         broker = Broker(
             solver=self.solver, budgets=budgets, model_semaphore=self._model_sem or asyncio.Semaphore(1),
             python_tool=lambda code, timeout: self._python_tool(slot, code, timeout),
-            search_tool=lambda query, k: self._search(task, problem, query, k),
-            tools=tools, answer_max_chars=cfg.answer_max_chars,
+            search_tool=lambda query, k: self._search(tools, problem, query, k),
+            tools=tools.names, answer_max_chars=cfg.answer_max_chars,
         )
         limits = Limits(cpu_s=budgets.timeout_s + 1, memory_mb=budgets.memory_mb, nproc=cfg.nproc,
                         fsize_mb=cfg.fsize_mb, nofile=cfg.nofile)
@@ -459,20 +458,12 @@ class Executor:
             return str(frame["answer"])[: cfg.python_tool_output_chars]
         return f"Error: the code {_ended_how(w.exit_signal())} without finishing"
 
-    async def _search(self, task: Task | None, problem: Problem, query: str, k: int) -> list[dict[str, str]]:
-        if task is None:
-            raise InvalidRequest("search is not available")
-        key = f"{task.spec}\0{problem.id}"
-        index: Any = self._search_cache.get(key)
-        if index is None:
-            docs = task.search_documents(problem)
-            if docs is None:
-                raise InvalidRequest("search is not available for this task")
-            from harnesslearn.tools.search import index_for_documents
-
-            index = await asyncio.to_thread(index_for_documents, docs)  # shared across questions of one corpus
-            self._search_cache[key] = index
-            while len(self._search_cache) > 256:
-                self._search_cache.popitem(last=False)
-        self._search_cache.move_to_end(key)
-        return list(await asyncio.to_thread(index.search, query, k))
+    @staticmethod
+    async def _search(tools: Tools, problem: Problem, query: str, k: int) -> list[dict[str, str]]:
+        """The task's search (its indexes live with the task), in a thread: it may build an index."""
+        if tools.search is None:
+            raise InvalidRequest("search is not available for this task")
+        try:
+            return list(await asyncio.to_thread(tools.search, problem, query, k))
+        except LookupError as e:
+            raise InvalidRequest(str(e) or "search is not available for this task") from None
