@@ -55,10 +55,9 @@ def loud(msg: str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str, allow_nan=True), encoding="utf-8")
-    os.replace(tmp, path)
+    from harnesslearn.fsutil import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1, default=str, allow_nan=True), mode=0o644)
 
 
 def raise_fd_limit(wanted: int = 65536) -> dict[str, int]:

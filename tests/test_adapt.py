@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.settings import AdaptSettings as S
 
 MODELS = '''
 import time
@@ -164,16 +165,16 @@ def test_compare_runs_both_strategies_at_the_same_proposal_budget(env: dict[str,
 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "compare"
-    r = asyncio.run(adapt(task, solver, proposer, strategy="compare", rounds=2, candidates=1, run_dir=rd,
-                          n_feedback=2, n_score=4, n_test=4, progress=False))
+    r = asyncio.run(adapt(task, solver, proposer, S(strategy="compare", rounds=2, candidates=1, n_feedback=2,
+                                                   n_score=4, n_test=4), run_dir=rd, progress=False))
     c = r.compare
     assert c is not None and set(c) == {"sequential", "independent"}
     assert c["sequential"]["proposals"] == c["independent"]["proposals"] == 2
     assert c["independent"]["oracle"]["label"] == ORACLE_LABEL and "upper bound" in ORACLE_LABEL
     assert c["independent"]["test_J"] == 1.0 and c["sequential"]["solver_calls"] > 0
     with Store.open(rd) as s:
-        assert {x["id"] for x in s.runs()} == {"sequential", "independent"}
-        assert all(x["status"] == "done" for x in s.runs())
+        assert {x.id for x in s.runs()} == {"sequential", "independent"}
+        assert all(x.status == "done" for x in s.runs())
 
 
 def test_resume_with_other_settings_is_a_user_error(env: dict[str, Path]) -> None:
@@ -181,10 +182,11 @@ def test_resume_with_other_settings_is_a_user_error(env: dict[str, Path]) -> Non
 
     task, solver, proposer = _lib(env, "never_applies")
     rd = env["dir"] / "settings"
-    kw: dict[str, Any] = dict(rounds=1, candidates=1, run_dir=rd, n_feedback=2, n_score=2, n_test=2, progress=False)
-    asyncio.run(adapt(task, solver, proposer, **kw))
+    kw: dict[str, Any] = dict(rounds=1, candidates=1, n_feedback=2, n_score=2, n_test=2)
+    asyncio.run(adapt(task, solver, proposer, S(**kw), run_dir=rd, progress=False))
     with pytest.raises(UserError, match="candidates"):
-        asyncio.run(adapt(task, solver, proposer, **{**kw, "candidates": 2, "resume": True}))
+        asyncio.run(adapt(task, solver, proposer, S(**{**kw, "candidates": 2}), run_dir=rd, resume=True,
+                          progress=False))
 
 
 def test_infra_failure_is_not_stored_and_stops_the_run(env: dict[str, Path]) -> None:
@@ -201,10 +203,11 @@ def test_infra_failure_is_not_stored_and_stops_the_run(env: dict[str, Path]) -> 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "infra"
     with pytest.raises(InfraError):
-        asyncio.run(adapt(task, solver, proposer, rounds=1, candidates=1, run_dir=rd, n_feedback=1, n_score=1,
-                          n_test=1, progress=False, executor=object(), evaluate_fn=infra_eval))
+        asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=1, n_score=1, n_test=1),
+                          run_dir=rd, progress=False, executor=object(), evaluate_fn=infra_eval))  # type: ignore[arg-type]
     with Store.open(rd) as s:
-        assert s.evaluations() == [] and s.run("sequential")["status"] == "running"  # type: ignore[index]
+        run = s.run("sequential")
+        assert s.evaluations() == [] and run is not None and run.status == "running"
 
 
 def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[str, Path]) -> None:
@@ -213,12 +216,12 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "seq"
-    r = asyncio.run(adapt(task, solver, proposer, rounds=2, candidates=1, run_dir=rd, n_feedback=2, n_score=4,
-                          n_test=4, progress=False))
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=2, candidates=1, n_feedback=2, n_score=4, n_test=4),
+                          run_dir=rd, progress=False))
     with Store.open(rd) as s:
         props = s.proposals("sequential")
-        assert props[0]["parent_id"] == r.seed_harness_id and props[1]["parent_id"] == r.best_harness_id
-        assert props[1]["reason"] == "not_found"  # its SEARCH text is gone from the revised harness
+        assert props[0].parent_id == r.seed_harness_id and props[1].parent_id == r.best_harness_id
+        assert props[1].reason == "not_found"  # its SEARCH text is gone from the revised harness
     assert [x["improved"] for x in r.rounds] == [True, False]
 
     (env["dir"] / "same.py").write_text(
@@ -227,8 +230,8 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
     from harnesslearn.models import load_model
 
     same = load_model(f"python:{env['dir'] / 'same.py'}:fn")
-    r2 = asyncio.run(adapt(task, solver, same, rounds=1, candidates=1, run_dir=env["dir"] / "tie", n_feedback=2,
-                           n_score=4, n_test=4, progress=False))
+    r2 = asyncio.run(adapt(task, solver, same, S(rounds=1, candidates=1, n_feedback=2, n_score=4, n_test=4),
+                           run_dir=env["dir"] / "tie", progress=False))
     assert r2.valid_proposals == 1 and r2.best_harness_id == r2.seed_harness_id  # equal J keeps the seed
 
 

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.settings import AdaptSettings
 
 app = typer.Typer(
     add_completion=False,
@@ -217,6 +218,9 @@ def models(as_json: JsonOpt = False) -> None:
 
 # ---------------------------------------------------------------- adapt / report / demo
 # adapt, demo (E1): test-time adaptation and the demo on the embedded model
+H = AdaptSettings.help
+
+
 @app.command()
 def adapt(
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
@@ -224,27 +228,23 @@ def adapt(
     proposer: Annotated[str, typer.Option("--proposer", help="Proposer model spec (writes the edits).")],
     solver_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: solver.")] = None,
     proposer_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: proposer.")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Rounds R.")] = 3,
-    candidates: Annotated[int, typer.Option("--candidates", min=1, help="Candidates K per round.")] = 4,
-    strategy: Annotated[str, typer.Option(
-        "--strategy", help="sequential | independent (R*K proposals from the seed) | compare (both).")] = "sequential",
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", help=H("rounds"))] = 3,
+    candidates: Annotated[int, typer.Option("--candidates", help=H("candidates"))] = 4,
+    strategy: Annotated[str, typer.Option("--strategy", help=H("strategy"))] = "sequential",
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for problems and proposer sampling.")] = 0,
-    n_feedback: Annotated[int, typer.Option("--n-feedback", min=1, help="Feedback-split problems.")] = 8,
-    n_score: Annotated[int, typer.Option("--n-score", min=1, help="Score-split problems (selection).")] = 16,
-    n_test: Annotated[int, typer.Option("--n-test", min=1, help="Test-split problems (reported only).")] = 32,
+    seed: Annotated[int, typer.Option("--seed", help=H("seed"))] = 0,
+    n_feedback: Annotated[int, typer.Option("--n-feedback", help=H("n_feedback"))] = 8,
+    n_score: Annotated[int, typer.Option("--n-score", help=H("n_score"))] = 16,
+    n_test: Annotated[int, typer.Option("--n-test", help=H("n_test"))] = 32,
     timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock seconds for one solve() call.")] = 60.0,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="Start from this harness (.py or seed name); default: the task's seed.")] = None,
-    oracle: Annotated[bool, typer.Option(
-        "--oracle", help="Also report the oracle best-of-N by TEST split (an upper bound).")] = False,
-    max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help="Proposer completion length.")] = 1024,
-    temperature: Annotated[float, typer.Option("--proposer-temperature", help="Proposer temperature.")] = 0.8,
-    prime: Annotated[str, typer.Option(
-        "--proposer-prime",
-        help="Where the prompt ends: search (an opening SEARCH marker) | rewrite (a block opened on "
-             "solve(), the model writes the new body; for weak base models).")] = "search",
+    oracle: Annotated[bool, typer.Option("--oracle", help=H("oracle"))] = False,
+    max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help=H("max_tokens"))] = 1024,
+    temperature: Annotated[float, typer.Option("--proposer-temperature", help=H("temperature"))] = 0.8,
+    prime: Annotated[str, typer.Option("--proposer-prime", help=H("prime"))] = "search",
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help=H("concurrency"))] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
@@ -253,11 +253,22 @@ def adapt(
     from harnesslearn.adapt import adapt as run_adapt
     from harnesslearn.harness import load_harness
     from harnesslearn.models import load_model
+    from harnesslearn.proposer import PRIMES
     from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.settings import STRATEGIES, choose
     from harnesslearn.tasks import load_task
 
-    if timeout <= 0:
-        raise UserError("--timeout must be positive")
+    # every option is checked before anything is loaded, started or written
+    settings = AdaptSettings(
+        strategy=choose(strategy, STRATEGIES, "--strategy"), rounds=rounds, candidates=candidates, seed=seed,
+        n_feedback=n_feedback, n_score=n_score, n_test=n_test, budgets=Budgets(timeout_s=timeout), oracle=oracle,
+        temperature=temperature, max_tokens=max_tokens, prime=choose(prime, PRIMES, "--proposer-prime"),
+        concurrency=concurrency,
+    )
+    if run_dir is not None and not run_dir.strip():
+        raise UserError("--run-dir must not be empty")
+    if resume and run_dir is None:
+        raise UserError("--resume needs --run-dir (the run directory to continue)")
     t = load_task(task)
     seed_h = load_harness(harness) if harness else None
     solver_m = load_model(solver, base_url=solver_base_url)
@@ -265,12 +276,7 @@ def adapt(
 
     async def go() -> dict[str, Any]:
         try:
-            r = await run_adapt(
-                t, solver_m, proposer_m, strategy=strategy, rounds=rounds, candidates=candidates, run_dir=run_dir,
-                resume=resume, seed=seed, n_feedback=n_feedback, n_score=n_score, n_test=n_test,
-                budgets=Budgets(timeout_s=timeout), seed_harness=seed_h, oracle=oracle,
-                max_tokens=max_tokens, temperature=temperature, prime=prime,
-            )
+            r = await run_adapt(t, solver_m, proposer_m, settings, run_dir=run_dir, resume=resume, seed_harness=seed_h)
             return r.to_json()
         finally:
             await solver_m.aclose()

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from harnesslearn.harness import Harness, runtime_api_doc
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+from harnesslearn.seeding import child_seed
 
 PRIME = "<<<<<<< SEARCH\n"
 END = ">>>>>>> REPLACE"
@@ -46,6 +47,8 @@ MAX_HISTORY = 12
 
 Style = Literal["canonical", "varied"]
 Prime = Literal["search", "rewrite"]
+STYLES: tuple[Style, ...] = ("canonical", "varied")
+PRIMES: tuple[Prime, ...] = ("search", "rewrite")
 
 
 @cache
@@ -247,7 +250,7 @@ def as_proposal(completion: str, prompt: str | None = None) -> str:
 def candidate_seed(seed: int, round: int, index: int) -> int:
     """The sampling seed of candidate ``index`` in ``round``: fixed per (seed, round, index), so
     a resumed run re-samples exactly the proposals it had not recorded."""
-    return (seed * 1_000_003 + round * 10_007 + index) % (2**31 - 1)
+    return child_seed(seed, round * 10_007 + index) % (2**31 - 1)
 
 
 async def sample_one(
