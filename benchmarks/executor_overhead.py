@@ -27,8 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from harnesslearn.evaluation import task_tools  # noqa: E402
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend  # noqa: E402
-from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord  # noqa: E402
-from harnesslearn.sandbox.launcher import find_python  # noqa: E402
+from harnesslearn.sandbox import (  # noqa: E402
+    Budgets,
+    Executor,
+    ExecutorConfig,
+    RunRecord,
+    find_python,  # noqa: E402
+)
 from harnesslearn.tasks.base import Problem, Score, Task  # noqa: E402
 
 HARNESS = "def solve(model, question):\n    return question.upper()\n"

@@ -201,8 +201,8 @@ async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> Non
                                             ("test", args.n_test))))
 
 
-async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path, isolation: str,
-                  python: str | None, results: Results) -> list[dict[str, Any] | BaseException]:
+async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path,
+                  results: Results) -> list[dict[str, Any] | BaseException]:
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import Executor, ExecutorConfig
 
@@ -210,11 +210,10 @@ async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path, is
                         cache_path=str(work / "solver_cache.sqlite"))
     opts = f"?dtype={args.proposer_dtype}&max_batch=64"
     proposers = {arm: load_model(f"hf:{path}{opts}", cache=False) for arm, path in arms.items()}
-    kw: dict[str, Any] = {"isolation": isolation, "concurrency": args.concurrency}
-    if python:
-        kw["python"] = python
-    executor = Executor(solver, ExecutorConfig(**kw))
-    await executor.start()
+    executor = Executor(solver, ExecutorConfig(isolation=args.isolation, concurrency=args.concurrency,
+                                               python=args.worker_python))
+    await executor.start()  # the preflight self-test: refuses to run when the isolation does not hold
+    results.data["isolation"] = rt.isolation_record(args.isolation, executor.isolation, args.worker_python)
     try:
         # the seed's evaluations first, once: both arms then read them from the solver's response cache
         # (concurrent identical requests would both reach the model, and batched decoding is not bit-exact)
@@ -287,7 +286,8 @@ def parser() -> argparse.ArgumentParser:
                    help="how proposer prompts end (as in training: configs/h200_grpo.yaml 'prime')")
     p.add_argument("--timeout-s", type=float, default=20.0, help="wall-clock limit of one solve() call")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--isolation", default="auto", choices=sorted(rt.FALLBACK))
+    p.add_argument("--isolation", default="auto", choices=rt.ISOLATIONS,
+                   help="sandbox isolation (auto: bwrap, else landlock; none only when asked for)")
     p.add_argument("--worker-python", default=None)
     p.add_argument("--concurrency", type=int, default=128, help="sandboxed runs in flight")
     p.add_argument("--solver", default=None, help="solver spec (default: hf:MODEL?max_batch=N)")
@@ -344,10 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     sampler = rt.GpuSampler(interval=0.5).start()
     code = 1
     try:
-        python = rt.worker_python(args.worker_python)
-        isolation, attempts = rt.choose_isolation(args.isolation, python)
-        results.data["isolation"] = {"requested": args.isolation, "used": isolation, "attempts": attempts,
-                                     "worker_python": python}
         fds = rt.raise_fd_limit()
         args.concurrency = rt.safe_concurrency(args.concurrency, fds["soft"])
         results.data["open_files_limit"] = fds
@@ -355,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.adapter:
             arms["trained"] = merge_adapter(args.model, args.adapter, work / "merged")
             rt.log(f"merged {args.adapter} into {arms['trained']}")
-        outcomes = asyncio.run(run_all(args, arms, work, isolation, python, results))
+        outcomes = asyncio.run(run_all(args, arms, work, results))
         failures = [f"{type(o).__name__}: {o}" for o in outcomes if isinstance(o, BaseException)]
         for o in outcomes:
             if isinstance(o, BaseException):

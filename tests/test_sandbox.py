@@ -15,9 +15,8 @@ import pytest
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.evaluation import task_tools
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
-from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status
+from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status, find_python
 from harnesslearn.sandbox.broker import InvalidRequest, parse_generate
-from harnesslearn.sandbox.launcher import find_python
 from harnesslearn.sandbox.worker import seccomp_program
 from harnesslearn.tasks.base import Problem, Score, Task
 
@@ -80,6 +79,22 @@ def run(source: str, n: int = 1, model: ModelBackend | None = None, budgets: Bud
             return await ex.run(source, problems, task_tools(Toy()), budgets or Budgets(timeout_s=10))
 
     return asyncio.run(go())
+
+
+def test_find_python_falls_back_to_the_running_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No system python among the candidates: a venv's base interpreter (here, a system one posing as
+    the running interpreter) is used when every uid can execute it."""
+    from harnesslearn.sandbox import launcher
+
+    base = next((p for p in launcher.PYTHON_CANDIDATES if launcher._world_executable(p)), None)
+    if base is None:
+        pytest.skip("no world-executable python here")
+    monkeypatch.setattr(launcher, "PYTHON_CANDIDATES", ("/nonexistent/python3.11",))
+    monkeypatch.setattr(sys, "executable", base)
+    assert find_python() == os.path.realpath(base)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/venv/bin/python")
+    with pytest.raises(UserError, match="no worker interpreter"):
+        find_python()
 
 
 def test_find_python_rejects_a_shell_shim(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -30,6 +31,7 @@ import socket
 import stat
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -66,15 +68,29 @@ def _world_executable(path: str) -> bool:
     return True
 
 
+@functools.cache
+def _new_enough(python: str) -> bool:
+    """Whether ``python`` runs and is Python 3.11 or newer (the worker's requirement)."""
+    try:
+        out = subprocess.run([python, "-I", "-S", "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.stdout.strip() == "True"
+
+
 def find_python(override: str | None = None) -> str:
     """The worker interpreter: ``override``, else the first of ``PYTHON_CANDIDATES`` that an
-    unprivileged uid can execute. Raises UserError when none is usable."""
-    candidates = [override] if override else list(PYTHON_CANDIDATES)
-    for c in candidates:
-        if c and _world_executable(c):
-            return c
+    unprivileged uid can execute and that is Python 3.11+, else the real path of the interpreter
+    running this process when any uid can execute it (a venv's base python). Raises UserError
+    when none is usable."""
     if override:
+        if _world_executable(override):
+            return override
         raise UserError(f"worker interpreter {override} is not an ELF binary executable by any uid")
+    for c in (*PYTHON_CANDIDATES, os.path.realpath(sys.executable)):
+        if _world_executable(c) and _new_enough(c):
+            return c
     raise UserError("no worker interpreter found (need a world-executable python3.11+, e.g. apt-get install python3)")
 
 
