@@ -212,3 +212,29 @@ def test_executor_reopens_in_a_new_event_loop_after_aclose() -> None:
 def test_unknown_isolation_is_a_user_error() -> None:
     with pytest.raises(UserError):
         ExecutorConfig(isolation="docker")
+
+
+def test_no_child_is_reaped_behind_the_child_watchers_back(monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """Harnesses that time out in the middle of python tool calls (the tool's worker is being
+    started, or torn down, when the run ends): nothing of ours polls a child (Popen.poll reaps an
+    exited child before asyncio's watcher does, which then logs "Unknown child process pid N"), no
+    such line is logged, and the runs end (a cancelled process creation used to hang)."""
+    import logging
+    import subprocess
+
+    find_python()  # its one-off version check runs (and polls) its own child: done before spying
+    polls: list[int] = []
+    real_poll = subprocess.Popen.poll
+
+    def spy(self: subprocess.Popen[bytes]) -> int | None:
+        polls.append(self.pid)
+        return real_poll(self)
+
+    monkeypatch.setattr(subprocess.Popen, "poll", spy)
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    loop_tool = "def solve(model, question):\n    while True:\n        model.python('import time; time.sleep(0.05)')\n"
+    records = run(loop_tool, n=6, budgets=Budgets(timeout_s=0.7, tool_calls=10_000))
+    assert [r.status for r in records] == [Status.TIMEOUT] * 6
+    assert polls == []
+    assert not [r for r in caplog.records if "child process" in r.getMessage()]

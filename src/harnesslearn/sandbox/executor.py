@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.models.base import ModelBackend
@@ -99,6 +100,22 @@ class ExecutorConfig:
             raise UserError("concurrency must be at least 1")
 
 
+async def _first_frame(w: Worker, abandon: asyncio.Event, timeout: float) -> dict[str, Any] | None:
+    """The worker's next frame; TimeoutError after ``timeout`` s or as soon as ``abandon`` is set."""
+    recv = asyncio.ensure_future(w.recv())
+    stop = asyncio.ensure_future(abandon.wait())
+    try:
+        await asyncio.wait({recv, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if not recv.done():
+        recv.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recv
+        raise TimeoutError
+    return recv.result()
+
+
 class _Slot:
     """One concurrent lane: a uid (as root) and at most one pre-started worker."""
 
@@ -121,6 +138,7 @@ class Executor:
         self._model_sem: asyncio.Semaphore | None = None
         self._leases: list[UidLease] = []
         self._cgroups: list[SlotCgroup] = []
+        self._tool_runs: set[asyncio.Future[str]] = set()  # python tool runs, abandoned ones included
 
     @property
     def isolation(self) -> str | None:
@@ -242,13 +260,12 @@ class Executor:
         for s in self._slots:
             t, s.pending = s.pending, None
             if t is not None and t.done() and not t.cancelled() and t.exception() is None:
-                pid = t.result().proc.pid
-                for child in children_of(pid):  # first, so that the launcher reaps it
+                worker = t.result()
+                for child in children_of(worker.proc.pid):  # first, so that the launcher reaps it
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(child, signal.SIGKILL)
                 time.sleep(0.05)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
+                worker.send_signal(signal.SIGKILL)
             for uid in (s.uid, s.tool_uid):
                 if uid is not None:
                     kill_uid(uid)
@@ -267,6 +284,8 @@ class Executor:
             self._kill_stale_pool()
             self._slots, self._loop = [], None
             return
+        if self._tool_runs:  # abandoned python tool runs end by themselves, soon
+            await asyncio.gather(*self._tool_runs, return_exceptions=True)
         pending = []
         for s in self._slots:
             t, s.pending = s.pending, None
@@ -430,20 +449,46 @@ class Executor:
 
     # ------------------------------------------------------------------ tools
     async def _python_tool(self, slot: _Slot, code: str, timeout: float) -> str:
-        """Run model-written code in a NEW sandbox with tighter limits; its output or 'Error: ...'."""
+        """Run model-written code in a NEW sandbox with tighter limits; its output or 'Error: ...'.
+
+        The tool run (worker start, job, teardown) is a task of its own, shielded from the caller:
+        when the harness's run ends mid-call (its timeout cancels the broker), cancelling a
+        process creation or a teardown half-way would make asyncio reap the child behind its
+        child watcher's back (the stray "Unknown child process pid N, will report returncode
+        255" line) or wait forever for pipes that never connected (a hung run). Instead the
+        cancelled caller only marks the run abandoned: it stops waiting for a result, kills its
+        worker and ends by itself; ``aclose`` waits for such runs."""
+        abandon = asyncio.Event()
+        run = asyncio.ensure_future(self._tool_run(slot, code, timeout, abandon))
+        self._tool_runs.add(run)
+        run.add_done_callback(self._tool_runs.discard)
+        try:
+            return await asyncio.shield(run)
+        except asyncio.CancelledError:
+            abandon.set()
+            raise
+
+    async def _tool_run(self, slot: _Slot, code: str, timeout: float, abandon: asyncio.Event) -> str:
         assert self.spec is not None
         cfg = self.config
         timeout = max(0.1, min(timeout, cfg.python_tool_timeout_s))
         limits = Limits(cpu_s=timeout + 1, memory_mb=cfg.python_tool_memory_mb, nproc=16, fsize_mb=4, nofile=32)
         async with slot.tool_lock:
-            w = await start_worker(self.spec, slot.tool_uid, output_cap=4096, max_frame=1 << 20,
-                                   start_timeout_s=cfg.start_timeout_s)
+            if abandon.is_set():
+                return "Error: abandoned"
+            try:
+                w = await start_worker(self.spec, slot.tool_uid, output_cap=4096, max_frame=1 << 20,
+                                       start_timeout_s=cfg.start_timeout_s)
+            except InfraError:
+                if abandon.is_set():  # nobody waits for it: the slot's sweep may have killed it
+                    return "Error: abandoned"
+                raise
             if slot.cgroup is not None:
                 slot.cgroup.attach([w.proc.pid, *children_of(w.proc.pid)])
             try:
                 await w.send({"type": "job", "mode": "code", "code": code, "limits": limits.job_dict(),
                               "output_max_chars": cfg.python_tool_output_chars})
-                frame = await asyncio.wait_for(w.recv(), timeout)
+                frame = await _first_frame(w, abandon, timeout)
             except TimeoutError:
                 return f"Error: timed out after {timeout:g} s"
             except ProtocolError as e:
