@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from harnesslearn.errors import InfraError, UserError
-from harnesslearn.settings import AdaptSettings
+from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S, AdaptSettings
 
 app = typer.Typer(
     add_completion=False,
@@ -32,6 +32,22 @@ train_app = typer.Typer(no_args_is_help=True, help="Train the proposer: sft-data
 app.add_typer(train_app, name="train")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")]
+
+
+def write_output(path: str, text: str) -> None:
+    """Write a command's output file atomically; a path that cannot be written is a UserError
+    (one line) and leaves nothing behind."""
+    if not path.strip():
+        raise UserError("the output path is empty")
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory")
+    from harnesslearn.fsutil import atomic_write_text
+
+    try:
+        atomic_write_text(p, text)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
@@ -50,8 +66,8 @@ def tasks(
         str | None, typer.Argument(help="A task spec to preview (description and problems) instead of the list.")
     ] = None,
     split: Annotated[str, typer.Option(help="Split to preview: feedback, score or test.")] = "feedback",
-    n: Annotated[int, typer.Option(help="Number of problems to preview.")] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of the problems to preview.")] = 0,
+    n: Annotated[int, typer.Option(min=1, max=MAX_PROBLEMS, help="Number of problems to preview.")] = 3,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of the problems to preview.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """List task specs and all Reasoning Gym families, or preview one task spec."""
@@ -59,7 +75,7 @@ def tasks(
 
     if spec is not None:
         task = load_task(spec)
-        probs = task.problems(split, max(0, n), seed)
+        probs = task.problems(split, n, seed)
         preview = {
             "spec": task.spec,
             "name": task.name,
@@ -90,7 +106,7 @@ def edit(
     harness: Annotated[str, typer.Argument(help="A .py file or a shipped seed name (minimal, qa_minimal).")],
     proposal: Annotated[Path, typer.Argument(help="A text file with the proposer's completion ('-' for stdin).")],
     as_json: JsonOpt = False,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write the revised harness here.")] = None,
+    out: Annotated[str | None, typer.Option("-o", "--out", help="Write the revised harness here.")] = None,
 ) -> None:
     """Apply a proposer completion (SEARCH/REPLACE blocks) to a harness. Exit 3 if invalid."""
     from harnesslearn.edits import apply_proposal
@@ -118,9 +134,7 @@ def edit(
         "source": r.source,
     }
     if r.valid and out is not None:
-        from harnesslearn.fsutil import atomic_write_text
-
-        atomic_write_text(out, r.source or "")
+        write_output(out, r.source or "")
     human = (
         f"valid edit ({r.n_blocks} block(s)) -> harness {(r.harness_id or '')[:12]}" + (f", written to {out}" if out else "")
         if r.valid
@@ -158,10 +172,12 @@ def run(
     solver: Annotated[str, typer.Option("--solver", help="Solver model spec, e.g. openai:NAME or python:FILE.py:FN.")],
     solver_base_url: Annotated[str | None, typer.Option("--solver-base-url", help="Base URL for openai: solvers.")] = None,
     split: Annotated[str, typer.Option("--split", help="feedback, score or test.")] = "score",
-    n: Annotated[int, typer.Option("--n", min=1, help="Number of problems.")] = 20,
-    seed: Annotated[int, typer.Option("--seed", help="Problem sampling seed.")] = 0,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Problems in flight at once.")] = None,
+    n: Annotated[int, typer.Option("--n", min=1, max=MAX_PROBLEMS, help="Number of problems.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Problem sampling seed.")] = 0,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", min=0.1, max=MAX_TIMEOUT_S, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", min=1, max=MAX_CONCURRENCY, help="Problems in flight at once.")] = None,
     unsafe_no_sandbox: Annotated[
         bool, typer.Option("--unsafe-no-sandbox", help="Run harness code WITHOUT isolation (unsafe; warns on every run).")
     ] = False,
@@ -198,6 +214,9 @@ def run(
     counts = ", ".join(f"{k} {v}" for k, v in sorted(ev.status_counts().items()))
     human = f"harness {h.short_id} on {t.spec} [{split}, n={ev.n}]: J = {j}, completion {rate} ({counts})"
     emit(result, as_json, human)
+    if ev.problems and ev.infra_failures == len(ev.problems):
+        raise InfraError(f"every one of the {ev.n} runs hit an infrastructure failure (J not scored); first: "
+                         f"{(ev.problems[0].error or 'no detail').splitlines()[0][:300]}")
 
 
 # ---------------------------------------------------------------- models
@@ -305,7 +324,7 @@ def adapt(
 
 @app.command()
 def demo(
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
     family: Annotated[str, typer.Option("--family", help="Reasoning Gym family.")] = "basic_arithmetic",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
     model: Annotated[str, typer.Option(
@@ -317,6 +336,8 @@ def demo(
 
     from harnesslearn.demo import run_demo
 
+    if run_dir is not None and not run_dir.strip():
+        raise UserError("--run-dir must not be empty")
     out = asyncio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
     human = (
         f"demo on rg:{family}: test J {out['seed_test_J']} -> {out['test_J']} "

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_bytes, atomic_write_text
 from harnesslearn.report import plots, sections
 from harnesslearn.report.data import RunView, open_store, reward_series
@@ -50,12 +51,15 @@ def render_report(run_dir: str | Path) -> Report:
     finally:
         store.close()
     out = Report(path=d / REPORT_NAME)
-    for name, data in pngs.items():
-        p = d / PLOTS_DIR / name
-        atomic_write_bytes(p, data, mode=0o644)
-        out.plots.append(p)
-    # a report is meant to be read: 0644 (a temporary file is created 0600)
-    atomic_write_text(out.path, page(f"harnesslearn report: {d.resolve().name}", body), mode=0o644)
+    try:
+        for name, data in pngs.items():
+            p = d / PLOTS_DIR / name
+            atomic_write_bytes(p, data, mode=0o644)
+            out.plots.append(p)
+        # a report is meant to be read: 0644 (a temporary file is created 0600)
+        atomic_write_text(out.path, page(f"harnesslearn report: {d.resolve().name}", body), mode=0o644)
+    except OSError as e:
+        raise UserError(f"cannot write the report into {d}: {e.strerror or e}") from None
     return out
 
 

@@ -266,6 +266,9 @@ class Executor:
                         os.kill(child, signal.SIGKILL)
                 time.sleep(0.05)
                 worker.send_signal(signal.SIGKILL)
+                if worker.pidfd is not None:
+                    os.close(worker.pidfd)
+                    worker.pidfd = None
             for uid in (s.uid, s.tool_uid):
                 if uid is not None:
                     kill_uid(uid)
