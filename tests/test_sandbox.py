@@ -238,3 +238,44 @@ def test_no_child_is_reaped_behind_the_child_watchers_back(monkeypatch: pytest.M
     assert [r.status for r in records] == [Status.TIMEOUT] * 6
     assert polls == []
     assert not [r for r in caplog.records if "child process" in r.getMessage()]
+
+
+LIMITS_PROBE = r'''
+import json, resource
+NAMES = ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CPU", "RLIMIT_CORE")
+def limits():
+    return {n: list(resource.getrlimit(getattr(resource, n))) for n in NAMES}
+def solve(model, question):
+    tool = model.python("import json, resource\nprint(json.dumps({n: list(resource.getrlimit(getattr(resource, n)))"
+                        " for n in %r}))" % (NAMES,))
+    return json.dumps({"worker": limits(), "tool": json.loads(tool)})
+'''
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "landlock"])
+def test_worker_and_tool_rlimits_are_the_configured_ones(isolation: str) -> None:
+    """The limits a harness (and the python tool's code) really run under: address space, processes,
+    file size, open files and CPU time as configured, hard limits equal to soft ones (CPU: one
+    second of grace), no core dumps."""
+    import json
+
+    from harnesslearn.sandbox.launcher import find_bwrap
+
+    if isolation == "bwrap" and find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed here")
+    cfg = {"nproc": 37, "nofile": 41, "fsize_mb": 7, "python_tool_memory_mb": 300, "isolation": isolation}
+    rec = run(LIMITS_PROBE, budgets=Budgets(timeout_s=6.0, memory_mb=700), **cfg)[0]
+    assert rec.status == Status.OK, rec.error
+    seen = json.loads(rec.answer or "{}")
+    mib = 1024 * 1024
+    w, t = seen["worker"], seen["tool"]
+    assert w["RLIMIT_AS"] == [700 * mib] * 2
+    assert w["RLIMIT_NPROC"] == [37, 37]
+    assert w["RLIMIT_FSIZE"] == [7 * mib] * 2
+    assert w["RLIMIT_NOFILE"] == [41, 41]
+    assert w["RLIMIT_CORE"] == [0, 0]
+    soft, hard = w["RLIMIT_CPU"]  # timeout + 1 s on top of the CPU time the start-up used
+    assert 7 <= soft <= 8 and hard == soft + 1
+    assert t["RLIMIT_AS"] == [300 * mib] * 2  # the tool's own tighter limits
+    assert t["RLIMIT_NPROC"] == [16, 16] and t["RLIMIT_NOFILE"] == [32, 32] and t["RLIMIT_FSIZE"] == [4 * mib] * 2
+    assert 6 <= t["RLIMIT_CPU"][0] <= 7 and t["RLIMIT_CPU"][1] == t["RLIMIT_CPU"][0] + 1
