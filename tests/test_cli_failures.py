@@ -268,3 +268,20 @@ def test_a_python_proposer_that_raises_is_an_infrastructure_failure_and_resumabl
     p = cli(*adapt_args(env, str(rd), "flaky", "--resume"))  # the cause fixed: the same run goes on
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout)["proposals"] == 1
+
+
+def test_run_against_a_solver_server_that_is_down_exits_1(env: dict[str, Path]) -> None:
+    """A real openai: backend against a closed port: retried, then infra_error on every problem:
+    exit 1 with one line (before: exit 0, J null, nothing on stderr)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    t = time.monotonic()
+    p = cli("run", "minimal", "--task", f"jsonl:{env['task']}", "--n", "2", "--json",
+            "--solver", "openai:gemma?timeout=2&max_retries=1&base_delay=0.01&max_delay=0.02",
+            "--solver-base-url", f"http://127.0.0.1:{port}/v1")
+    one_line(p, 1, "infrastructure failure")
+    assert json.loads(p.stdout)["status_counts"] == {"infra_error": 2}
+    assert time.monotonic() - t < 120
