@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from harnesslearn.edits import apply_proposal
 from harnesslearn.errors import InfraError, UserError
@@ -61,6 +61,22 @@ ORACLE_LABEL = "oracle best-of-N: selected on the TEST split, an upper bound for
 EvaluateFn = Callable[["Harness", Task, str, int, int, "Executor", "Budgets | None", bool], Awaitable[Evaluation]]
 
 
+class RoundSummary(TypedDict):
+    round: int
+    best_harness_id: str
+    best_score_J: float | None
+    improved: bool
+    proposals: int
+    valid: int
+
+
+class OracleResult(TypedDict):
+    label: str
+    harness_id: str
+    test_J: float | None
+    n: int
+
+
 @dataclass
 class AdaptResult:
     run_dir: str
@@ -78,10 +94,10 @@ class AdaptResult:
     test_solver_calls: int = 0
     proposer_calls: int = 0
     invalid_reasons: dict[str, int] = field(default_factory=dict)
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundSummary] = field(default_factory=list)
     lineage: list[str] = field(default_factory=list)
-    oracle: dict[str, Any] | None = None
-    compare: dict[str, Any] | None = None
+    oracle: OracleResult | None = None
+    compare: dict[str, dict[str, Any]] | None = None  # strategy -> its result's JSON (compare only)
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -220,7 +236,7 @@ class Loop:
                             n_traces=self.settings.n_traces, prime=self.settings.prime)
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
-                   ) -> dict[str, Any]:
+                   ) -> RoundSummary:
         props = [p for p in self.store.proposals(self.run_id) if p.round == round]
         n_valid = sum(p.valid for p in props)
         self.store.save_round(
@@ -232,12 +248,12 @@ class Loop:
                 "proposals": len(props), "valid": n_valid}
 
 
-async def run_sequential(loop: Loop, seed_h: Harness) -> tuple[Harness, list[dict[str, Any]]]:
+async def run_sequential(loop: Loop, seed_h: Harness) -> tuple[Harness, list[RoundSummary]]:
     rounds, k = loop.settings.rounds, loop.settings.candidates
     best = seed_h
     best_J = (await loop.evaluation(best, "score", round=0)).J
     history: list[Attempt] = []
-    summary = []
+    summary: list[RoundSummary] = []
     for r in range(1, rounds + 1):
         fb = await loop.evaluation(best, "feedback", round=r - 1)
         prompt = loop.prompt(best, fb, history, r)
@@ -253,7 +269,7 @@ async def run_sequential(loop: Loop, seed_h: Harness) -> tuple[Harness, list[dic
 
 
 async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
-                          ) -> tuple[Harness, list[dict[str, Any]], dict[str, Any] | None]:
+                          ) -> tuple[Harness, list[RoundSummary], OracleResult | None]:
     n = loop.settings.rounds * loop.settings.candidates
     seed_J = (await loop.evaluation(seed_h, "score", round=0)).J
     fb = await loop.evaluation(seed_h, "feedback", round=0)
@@ -264,12 +280,12 @@ async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
     if top is not None and improves(top[0], best_J):
         best_J, best = top
     summary = [loop.save_round(1, seed_h, best, best_J, best.id != seed_h.id)]
-    oracle_out = None
+    oracle_out: OracleResult | None = None
     if oracle:
         pool = [seed_h] + [c for _, _, c in cands]
         scored = [(await loop.evaluation(h, "test", round=1, purpose="oracle")).J for h in pool]
         i_best = max(range(len(pool)), key=lambda i: (scored[i] if scored[i] is not None else -1.0, -i))
-        oracle_out = {"label": ORACLE_LABEL, "harness_id": pool[i_best].id, "test_J": scored[i_best], "n": n}
+        oracle_out = OracleResult(label=ORACLE_LABEL, harness_id=pool[i_best].id, test_J=scored[i_best], n=n)
     return best, summary, oracle_out
 
 
@@ -302,8 +318,8 @@ def _open_run(store: Store, run_id: str, identity: dict[str, str], settings: Ada
         raise UserError(f"cannot resume {store.run_dir}: settings differ from the recorded run: {'; '.join(diff)}")
 
 
-async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[dict[str, Any]],
-                  oracle: dict[str, Any] | None, t0: float) -> AdaptResult:
+async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[RoundSummary],
+                  oracle: OracleResult | None, t0: float) -> AdaptResult:
     seed_score = (await loop.evaluation(seed_h, "score")).J
     seed_test = (await loop.evaluation(seed_h, "test", purpose="test")).J
     score_J = (await loop.evaluation(best, "score")).J

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.harness import Harness
 from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S, AdaptSettings
 
 app = typer.Typer(
@@ -148,10 +149,10 @@ def edit(
 
 
 # ---------------------------------------------------------------- run (executor)
-def _harness_for_run(ref: str) -> Any:
+def _harness_for_run(ref: str) -> Harness:
     """A seed or a readable .py file. An invalid harness (syntax error, no solve) is NOT refused
     here: running it is an evaluation result (harness_error on every problem), not a usage error."""
-    from harnesslearn.harness import Harness, load_harness, normalise
+    from harnesslearn.harness import load_harness, normalise
 
     try:
         return load_harness(ref)
@@ -186,7 +187,7 @@ def run(
     """Evaluate one harness on a task split in sandboxed workers and print its score J."""
     import asyncio
 
-    from harnesslearn.evaluation import evaluate
+    from harnesslearn.evaluation import Evaluation, evaluate
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
     from harnesslearn.tasks import load_task
@@ -199,7 +200,7 @@ def run(
         config.concurrency = concurrency
     budgets = Budgets(timeout_s=timeout)
 
-    async def go() -> Any:
+    async def go() -> Evaluation:
         try:
             async with Executor(model, config) as ex:
                 return await evaluate(h, t, split, n, seed, ex, budgets=budgets, progress=True)
