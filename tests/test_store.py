@@ -146,3 +146,38 @@ def test_rounds_and_rewards(tmp_path: Path) -> None:
     s.finish_run("r", {"best": "b"})
     run = s.run("r")
     assert run is not None and run.status == "done" and run.result == {"best": "b"}
+
+
+def test_a_locked_run_dir_refuses_a_second_writer_until_closed(tmp_path: Path) -> None:
+    first = Store.open(tmp_path / "r", lock=True)
+    with pytest.raises(UserError, match="in use by another harnesslearn process"):
+        Store.open(tmp_path / "r", lock=True)
+    Store.open(tmp_path / "r", create=False).close()  # readers (the report) are not locked out
+    first.close()
+    Store.open(tmp_path / "r", lock=True).close()
+
+
+def test_harness_files_are_checked_against_their_ids(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    h = Harness(seed_source("minimal"))
+    s.add_harness(h)
+    s.verify_harnesses()
+    (tmp_path / "harnesses" / f"{h.id}.py").write_text(h.source[:10])
+    with pytest.raises(UserError, match="does not match its id"):
+        s.load_harness(h.id)
+    with pytest.raises(UserError, match="does not match its id"):
+        s.verify_harnesses()
+
+
+def test_load_evaluation_round_trips_typed(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    h = Harness(seed_source("minimal"))
+    s.create_run("r", {})
+    s.add_harness(h)
+    eid = s.save_evaluation("r", _E(h.id, problems=_problems()))
+    ev = s.load_evaluation(eid)
+    assert (ev.harness_id, ev.J, ev.n, [p.id for p in ev.problems]) == (h.id, 0.5, 2, ["p0", "p1"])
+    assert ev.problems[0].record.calls[0].request == {"prompt": "2+2"} and ev.problems[0].record.status == Status.OK
+    assert ev.problems[1].gold == '["6", "six"]' and ev.problems[1].record.calls == []
+    with pytest.raises(KeyError):
+        s.load_evaluation(eid + 1)

@@ -395,9 +395,13 @@ def _check_database(path: Path) -> None:
         raise UserError(f"{path} is not a harnesslearn run store (no migrations table)")
 
 
-def _lock(d: Path) -> IO[str]:
-    """An exclusive lock on ``d/.lock``, held while the returned file stays open."""
-    f = open(d / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 - kept open as the lock
+def _lock(d: Path, *, probe: bool = False) -> IO[str] | None:
+    """An exclusive lock on ``d/.lock``, held while the returned file stays open. ``probe``: only
+    check that nobody holds it (creating nothing; None). UserError when another process does."""
+    path = d / LOCK_NAME
+    if probe and not path.is_file():
+        return None
+    f = open(path, "r" if probe else "a+", encoding="utf-8")  # noqa: SIM115 - kept open as the lock
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -406,6 +410,9 @@ def _lock(d: Path) -> IO[str]:
         f.close()
         who = f" (pid {holder})" if holder.isdigit() else ""
         raise UserError(f"run directory {d} is in use by another harnesslearn process{who}") from None
+    if probe:
+        f.close()
+        return None
     f.seek(0)
     f.truncate()
     f.write(str(os.getpid()))
@@ -436,6 +443,8 @@ class Store:
             raise UserError(f"run directory is not a directory: {d}")
         if not create and not db.is_file():
             raise UserError(f"not a run directory (no {DB_NAME}): {d}")
+        if lock and d.is_dir():  # a holder may be creating the database right now: say "in use"
+            _lock(d, probe=True)
         if db.exists():
             _check_database(db)
         made = not d.exists()
