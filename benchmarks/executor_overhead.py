@@ -25,9 +25,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from harnesslearn.evaluation import task_tools  # noqa: E402
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend  # noqa: E402
-from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord  # noqa: E402
-from harnesslearn.sandbox.launcher import find_python  # noqa: E402
+from harnesslearn.sandbox import (  # noqa: E402
+    Budgets,
+    Executor,
+    ExecutorConfig,
+    RunRecord,
+    find_python,  # noqa: E402
+)
 from harnesslearn.tasks.base import Problem, Score, Task  # noqa: E402
 
 HARNESS = "def solve(model, question):\n    return question.upper()\n"
@@ -84,19 +90,19 @@ async def executor(n: int, batch: int, slots: int) -> tuple[list[float], float, 
     problems = list(Bench().candidates(0))
     lat = []
     async with Executor(NoModel(), ExecutorConfig(concurrency=1)) as ex:
-        await ex.run(HARNESS, problems[:1], Bench(), Budgets(timeout_s=10))  # warm-up
+        await ex.run(HARNESS, problems[:1], task_tools(Bench()), Budgets(timeout_s=10))  # warm-up
         for p in problems[1:n + 1]:
             done: list[float] = []
             t0 = time.perf_counter()
-            recs = await ex.run(HARNESS, [p], Bench(), Budgets(timeout_s=10),
+            recs = await ex.run(HARNESS, [p], task_tools(Bench()), Budgets(timeout_s=10),
                                 on_record=lambda r, d=done: d.append(time.perf_counter()))
             assert recs[0].answer == p.question.upper(), recs[0]
             lat.append(done[0] - t0)
         isolation = str(ex.isolation)
     async with Executor(NoModel(), ExecutorConfig(concurrency=slots)) as ex:
-        await ex.run(HARNESS, problems[:slots], Bench(), Budgets(timeout_s=10))
+        await ex.run(HARNESS, problems[:slots], task_tools(Bench()), Budgets(timeout_s=10))
         t0 = time.perf_counter()
-        recs: list[RunRecord] = await ex.run(HARNESS, problems[:batch], Bench(), Budgets(timeout_s=30))
+        recs: list[RunRecord] = await ex.run(HARNESS, problems[:batch], task_tools(Bench()), Budgets(timeout_s=30))
         per_problem = (time.perf_counter() - t0) / batch
         assert all(r.status == "ok" for r in recs)
     return lat, per_problem, isolation

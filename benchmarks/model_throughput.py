@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from harnesslearn.evaluation import task_tools  # noqa: E402
 from harnesslearn.models import GenerateRequest, load_model  # noqa: E402
 
 HARNESS = '''
@@ -77,7 +78,7 @@ async def bench_broker(url: str, problems: list[Any], task: Any, concurrency: in
         async with Executor(model, ExecutorConfig(concurrency=concurrency)) as ex:
             await ex.start()  # pool start and sandbox preflight are not part of the measurement
             t0 = time.perf_counter()
-            records = await ex.run(source, problems, task, Budgets(timeout_s=300, max_tokens=100_000))
+            records = await ex.run(source, problems, task_tools(task), Budgets(timeout_s=300, max_tokens=100_000))
             wall = time.perf_counter() - t0
     finally:
         await model.aclose()

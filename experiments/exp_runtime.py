@@ -1,6 +1,5 @@
-"""Runtime helpers shared by the H200 experiment scripts: import path, sandbox isolation with
-an explicit, loud fallback, the worker interpreter, a GPU utilisation sampler and a phase
-timeline.
+"""Runtime helpers shared by the H200 experiment scripts: import path, the record of the sandbox
+isolation in use, open-file limits, a GPU utilisation sampler and a phase timeline.
 
 The scripts run from the repository root with ``PYTHONPATH=/tmp/site:src`` on the device
 machine (src/ is not pip-installed there); ``ensure_src`` adds ``src/`` when it is missing so
@@ -9,9 +8,7 @@ that ``python3 experiments/h200_grpo.py`` also works without it.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -55,10 +52,9 @@ def loud(msg: str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str, allow_nan=True), encoding="utf-8")
-    os.replace(tmp, path)
+    from harnesslearn.fsutil import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1, default=str, allow_nan=True), mode=0o644)
 
 
 def raise_fd_limit(wanted: int = 65536) -> dict[str, int]:
@@ -86,79 +82,20 @@ def safe_concurrency(wanted: int, fd_soft: int) -> int:
 
 
 # ---------------------------------------------------------------------- sandbox
-def _new_enough(python: str) -> bool:
-    """Whether ``python`` runs and is Python 3.11 or newer (the worker's requirement)."""
-    try:
-        out = subprocess.run([python, "-I", "-S", "-c", "import sys; print(sys.version_info >= (3, 11))"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.stdout.strip() == "True"
+ISOLATIONS = ["auto", "bwrap", "landlock", "none"]  # harnesslearn.sandbox.ExecutorConfig's choices
 
 
-def worker_python(explicit: str | None) -> str | None:
-    """The worker interpreter: ``explicit``; else None (the executor's own search) when that search
-    finds a Python 3.11+; else this interpreter's real path when any uid can execute it (the device
-    machine's python lives in a venv; its target may be the only recent python there). None when
-    nothing better is found (the executor then decides, and fails with its own message)."""
-    from harnesslearn.errors import UserError
-    from harnesslearn.sandbox.launcher import find_python
+def isolation_record(requested: str, used: str | None, worker_python: str | None) -> dict[str, Any]:
+    """What goes into the results about the sandbox: the level asked for, the level the executor's
+    preflight settled on (``Executor.isolation``), and the worker interpreter (None: the library's
+    own search, ``harnesslearn.sandbox.find_python``). Running without a sandbox is said loudly."""
+    from harnesslearn.sandbox import find_python
 
-    if explicit:
-        return explicit
-    try:
-        found: str | None = find_python(None)
-    except UserError:
-        found = None
-    if found is not None and _new_enough(found):
-        return None
-    real = os.path.realpath(sys.executable)
-    try:
-        find_python(real)  # raises unless any uid can execute it
-    except UserError:
-        return None
-    loud(f"sandbox workers: {found or 'no system python'} is missing or older than 3.11; using {real}")
-    return real
-
-
-async def _probe(level: str, python: str | None) -> str:
-    from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Executor, ExecutorConfig
-
-    kw: dict[str, Any] = {"isolation": level, "concurrency": 1}
-    if python:
-        kw["python"] = python
-    ex = Executor(load_model("mock:echo"), ExecutorConfig(**kw))
-    try:
-        await ex.start()  # runs the hostile preflight self-test unless level is "none"
-        return str(ex.isolation)
-    finally:
-        await ex.aclose()
-
-
-def choose_isolation(requested: str, python: str | None) -> tuple[str, list[dict[str, str]]]:
-    """The first isolation level, from ``requested`` down to ``none``, whose preflight holds:
-    (level in use, attempts with the reason each failed). Falling back is printed loudly; the
-    attempts go into the results so that a run without a sandbox is visible there."""
-    from harnesslearn.errors import InfraError, UserError
-
-    attempts: list[dict[str, str]] = []
-    for level in FALLBACK[requested]:
-        try:
-            used = asyncio.run(_probe(level, python))
-        except (UserError, InfraError) as e:  # IsolationError is a UserError: this level does not hold here
-            attempts.append({"level": level, "result": f"failed: {e}"})
-            loud(f"sandbox isolation {level!r} does not hold on this machine ({e}); trying the next level")
-            continue
-        attempts.append({"level": level, "result": f"ok ({used})"})
-        if used == "none":
-            loud("RUNNING HARNESS CODE WITHOUT A SANDBOX (isolation 'none'); recorded in the results")
-        elif level != requested:
-            loud(f"sandbox isolation fell back from {requested!r} to {used!r}")
-        else:
-            log(f"sandbox isolation: {used}")
-        return used, attempts
-    raise UserError("no isolation level works here, not even 'none' (see the messages above)")
+    if used == "none":
+        loud("RUNNING HARNESS CODE WITHOUT A SANDBOX (isolation 'none', as requested); recorded in the results")
+    else:
+        log(f"sandbox isolation: {used}")
+    return {"requested": requested, "used": used, "worker_python": worker_python or find_python()}
 
 
 # ---------------------------------------------------------------------- GPU sampling

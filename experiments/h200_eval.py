@@ -68,12 +68,10 @@ def merge_adapter(model_dir: str, adapter: str, dst: Path) -> str:
 
 def test_scores(store: Any, harness_id: str, task_spec: str, n: int, seed: int) -> list[float]:
     """Per-problem test-split scores of ``harness_id`` recorded in an adapt run store."""
-    from harnesslearn.adapt import load_evaluation
-
     row = store.find_evaluation("independent", harness_id, task_spec, "test", n, seed)
     if row is None:
         raise RuntimeError(f"no test evaluation of {harness_id[:12]} in {store.run_dir}")
-    ev = load_evaluation(store, row["id"])
+    ev = store.load_evaluation(row.id)
     return [p.score for p in ev.problems if p.score is not None]
 
 
@@ -81,10 +79,10 @@ def proposal_counts(store: Any) -> dict[str, Any]:
     props = store.proposals("independent")
     reasons: dict[str, int] = {}
     for p in props:
-        if not p["valid"]:
-            reasons[str(p["reason"])] = reasons.get(str(p["reason"]), 0) + 1
-    return {"proposals": len(props), "parsed": sum(bool(p["parsed"]) for p in props),
-            "produced": sum(bool(p["produced"]) for p in props), "valid": sum(bool(p["valid"]) for p in props),
+        if not p.valid:
+            reasons[str(p.reason)] = reasons.get(str(p.reason), 0) + 1
+    return {"proposals": len(props), "parsed": sum(p.parsed for p in props),
+            "produced": sum(p.produced for p in props), "valid": sum(p.valid for p in props),
             "invalid_reasons": reasons}
 
 
@@ -92,14 +90,16 @@ def family_row(arm: str, run_dir: Path) -> dict[str, Any]:
     """One (arm, family) result row, read back from the finished ``adapt`` run in ``run_dir``:
     the adapt result recorded there, the per-problem test scores of the seed and of the selected
     harness, and the proposal counts. Raises RuntimeError when the run there did not finish."""
+    from harnesslearn.settings import AdaptSettings
     from harnesslearn.store import Store
 
     with Store.open(run_dir, create=False) as store:
         run = store.run("independent")
-        if run is None or run["status"] != "done" or not isinstance(run["result"], dict):
+        if run is None or run.status != "done" or not isinstance(run.result, dict):
             raise RuntimeError(f"no finished independent adapt run in {run_dir}")
-        res, cfg = run["result"], run["config"]
-        n, seed = int(cfg["n_test"]), int(cfg["seed"])
+        res, cfg = run.result, run.config
+        settings = AdaptSettings.from_json(cfg)
+        n, seed = settings.n_test, settings.seed
         row = {"arm": arm, "family": run_dir.name, "task": cfg["task"], "seed_test_J": res["seed_test_J"],
                "test_J": res["test_J"], "seed_score_J": res["seed_score_J"], "score_J": res["score_J"],
                "improved": res["best_harness_id"] != res["seed_harness_id"],
@@ -132,7 +132,7 @@ def store_settings(work: Path) -> dict[str, Any]:
     for db in sorted(work.glob("*/*/runs.sqlite")):
         with Store.open(db.parent, create=False) as store:
             run = store.run("independent")
-        cfg = {k: v for k, v in (run or {}).get("config", {}).items() if k not in ("task", "proposer")}
+        cfg = {k: v for k, v in (run.config if run else {}).items() if k not in ("task", "proposer")}
         common = cfg if common is None else {k: v for k, v in common.items() if cfg.get(k) == v}
     return common or {}
 
@@ -161,21 +161,30 @@ class Results:
 async def one_family(arm: str, family: str, proposer: Any, solver: Any, executor: Any, args: argparse.Namespace,
                      work: Path, results: Results) -> dict[str, Any]:
     from harnesslearn.adapt import adapt
-    from harnesslearn.sandbox.records import Budgets
     from harnesslearn.tasks import load_task
 
     task = load_task(family if ":" in family else f"rg:{family}")
     run_dir = work / arm / task.family
     t = time.time()
-    res = await adapt(task, solver, proposer, strategy="independent", rounds=1, candidates=args.candidates,
-                      run_dir=run_dir, seed=args.seed, n_feedback=args.n_feedback, n_score=args.n_score,
-                      n_test=args.n_test, budgets=Budgets(timeout_s=args.timeout_s), temperature=args.temperature,
-                      max_tokens=args.max_tokens, prime=args.prime, progress=False, executor=executor)
+    res = await adapt(task, solver, proposer, adapt_settings(args), run_dir=run_dir, progress=False,
+                      executor=executor)
     row = {**family_row(arm, run_dir), "wall_s": round(time.time() - t, 1)}
     rt.log(f"{arm:7s} {task.family:18s} seed test J={res.seed_test_J} -> {res.test_J} "
            f"({res.valid_proposals}/{res.proposals} valid)")
     results.add_rows([row])
     return row
+
+
+def adapt_settings(args: argparse.Namespace) -> Any:
+    """The settings of every (arm, family) run: one revision step of ``--candidates`` proposals."""
+    from harnesslearn.proposer import PRIMES
+    from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.settings import AdaptSettings, choose
+
+    return AdaptSettings(strategy="independent", rounds=1, candidates=args.candidates, seed=args.seed,
+                         n_feedback=args.n_feedback, n_score=args.n_score, n_test=args.n_test,
+                         budgets=Budgets(timeout_s=args.timeout_s), temperature=args.temperature,
+                         max_tokens=args.max_tokens, prime=choose(args.prime, PRIMES, "--prime"))
 
 
 async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> None:
@@ -192,8 +201,8 @@ async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> Non
                                             ("test", args.n_test))))
 
 
-async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path, isolation: str,
-                  python: str | None, results: Results) -> list[dict[str, Any] | BaseException]:
+async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path,
+                  results: Results) -> list[dict[str, Any] | BaseException]:
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import Executor, ExecutorConfig
 
@@ -201,11 +210,10 @@ async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path, is
                         cache_path=str(work / "solver_cache.sqlite"))
     opts = f"?dtype={args.proposer_dtype}&max_batch=64"
     proposers = {arm: load_model(f"hf:{path}{opts}", cache=False) for arm, path in arms.items()}
-    kw: dict[str, Any] = {"isolation": isolation, "concurrency": args.concurrency}
-    if python:
-        kw["python"] = python
-    executor = Executor(solver, ExecutorConfig(**kw))
-    await executor.start()
+    executor = Executor(solver, ExecutorConfig(isolation=args.isolation, concurrency=args.concurrency,
+                                               python=args.worker_python))
+    await executor.start()  # the preflight self-test: refuses to run when the isolation does not hold
+    results.data["isolation"] = rt.isolation_record(args.isolation, executor.isolation, args.worker_python)
     try:
         # the seed's evaluations first, once: both arms then read them from the solver's response cache
         # (concurrent identical requests would both reach the model, and batched decoding is not bit-exact)
@@ -278,7 +286,8 @@ def parser() -> argparse.ArgumentParser:
                    help="how proposer prompts end (as in training: configs/h200_grpo.yaml 'prime')")
     p.add_argument("--timeout-s", type=float, default=20.0, help="wall-clock limit of one solve() call")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--isolation", default="auto", choices=sorted(rt.FALLBACK))
+    p.add_argument("--isolation", default="auto", choices=rt.ISOLATIONS,
+                   help="sandbox isolation (auto: bwrap, else landlock; none only when asked for)")
     p.add_argument("--worker-python", default=None)
     p.add_argument("--concurrency", type=int, default=128, help="sandboxed runs in flight")
     p.add_argument("--solver", default=None, help="solver spec (default: hf:MODEL?max_batch=N)")
@@ -335,10 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     sampler = rt.GpuSampler(interval=0.5).start()
     code = 1
     try:
-        python = rt.worker_python(args.worker_python)
-        isolation, attempts = rt.choose_isolation(args.isolation, python)
-        results.data["isolation"] = {"requested": args.isolation, "used": isolation, "attempts": attempts,
-                                     "worker_python": python}
         fds = rt.raise_fd_limit()
         args.concurrency = rt.safe_concurrency(args.concurrency, fds["soft"])
         results.data["open_files_limit"] = fds
@@ -346,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.adapter:
             arms["trained"] = merge_adapter(args.model, args.adapter, work / "merged")
             rt.log(f"merged {args.adapter} into {arms['trained']}")
-        outcomes = asyncio.run(run_all(args, arms, work, isolation, python, results))
+        outcomes = asyncio.run(run_all(args, arms, work, results))
         failures = [f"{type(o).__name__}: {o}" for o in outcomes if isinstance(o, BaseException)]
         for o in outcomes:
             if isinstance(o, BaseException):

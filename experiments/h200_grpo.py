@@ -5,10 +5,10 @@ and a solver-throughput micro-benchmark.
     PYTHONPATH=/tmp/site:src python3 experiments/h200_grpo.py --model $MODEL_DIR --out $OUT --minutes 7
 
 Training is ``harnesslearn.training.grpo.run_grpo`` (not a copy): this script builds its config
-from ``experiments/configs/h200_grpo.yaml`` and instruments the trainer through run_grpo's
-``on_trainer`` hook: it times TRL's generate and reward calls (wrapping two TRL 1.16 methods of
-that one trainer instance; if they are missing the timing is skipped, not the run), adds a
-callback that stops training before the budget runs out and logs every update to a JSONL file.
+from ``experiments/configs/h200_grpo.yaml`` and instruments the run through the library's public
+``GRPOHooks``: the generation and reward phases of every update (timed by the library), the
+solver in use (its token counters around each reward phase), and a transformers callback that
+stops training before the budget runs out and logs every update to a JSONL file.
 
 Writes into ``--out`` (at most 5 files, each checked against the 16 MiB limit):
 - ``grpo_results.json``: settings, isolation used (and the fallbacks tried), reward parts per
@@ -39,39 +39,34 @@ import exp_runtime as rt  # noqa: E402
 import exp_stats as st  # noqa: E402
 
 rt.ensure_src()
+from harnesslearn.training.grpo import GRPOHooks, GRPORun  # noqa: E402
 
 MAX_FILE = 16 * 2**20 - 64 * 1024  # what comes back from the device: 16 MiB a file (keep a margin)
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "h200_grpo.yaml"
 
 
 # ---------------------------------------------------------------------- instrumentation
-class Instrument:
-    """Per-update timings and the wall-clock stop, attached through ``run_grpo(on_trainer=)``."""
+class Instrument(GRPOHooks):
+    """Per-update timings and the wall-clock stop: ``run_grpo(hooks=Instrument(...))``."""
 
     def __init__(self, timeline: rt.Timeline, deadline: float, log_path: Path) -> None:
         self.timeline, self.deadline, self.log_path = timeline, deadline, log_path
         self.updates: list[dict[str, Any]] = []
         self.cur: dict[str, Any] | None = None
         self.solver: Any = None
-        self.reward_fn: Any = None
-        self.notes: list[str] = []
+        self.rollouts: Any = None
+        self.isolation: str | None = None
         self.stopped_by_budget = False
+        self._before: dict[str, float] | None = None
 
     def write(self, row: dict[str, Any]) -> None:
         with self.log_path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row, default=str, allow_nan=True) + "\n")
 
-    def attach(self, trainer: Any) -> None:
+    def on_start(self, run: GRPORun) -> None:
         from transformers import TrainerCallback
 
-        self.reward_fn = trainer.reward_funcs[0] if getattr(trainer, "reward_funcs", None) else None
-        self.solver = getattr(getattr(self.reward_fn, "executor", None), "solver", None)
-        for name, phase in (("_generate_single_turn", "generation"), ("_calculate_rewards", "reward")):
-            if callable(getattr(trainer, name, None)):
-                setattr(trainer, name, self._timed(getattr(trainer, name), phase))
-            else:
-                self.notes.append(f"TRL has no {name}: {phase} time not measured")
-                rt.loud(self.notes[-1])
+        self.solver, self.rollouts, self.isolation = run.solver, run.rollouts, run.isolation
         inst = self
 
         class Clock(TrainerCallback):  # type: ignore[misc]
@@ -86,24 +81,20 @@ class Instrument:
                 inst.write({"event": "log", "step": int(state.global_step), "t": round(time.time() - rt.T0, 2),
                             **(logs or {})})
 
-        trainer.add_callback(Clock())
+        run.trainer.add_callback(Clock())
 
-    def _timed(self, fn: Any, phase: str) -> Any:
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            before = self._solver_counters() if phase == "reward" else None
-            t = time.time()
-            try:
-                return fn(*a, **kw)
-            finally:
-                end = time.time()
-                extra = self._solver_delta(before, end - t) if before is not None else {}
-                self.timeline.add(phase, t, end, **extra)
-                if self.cur is not None:
-                    self.cur["gen_s" if phase == "generation" else "reward_s"] += end - t
-                    if extra:
-                        self.cur.setdefault("solver", []).append(extra)
+    def on_phase_start(self, name: str) -> None:
+        if name == "reward":
+            self._before = self._solver_counters()
 
-        return wrapper
+    def on_phase_end(self, name: str, start: float, end: float) -> None:
+        before, self._before = (self._before, None) if name == "reward" else (None, self._before)
+        extra = self._solver_delta(before, end - start) if before is not None else {}
+        self.timeline.add(name, start, end, **extra)
+        if self.cur is not None:
+            self.cur["gen_s" if name == "generation" else "reward_s"] += end - start
+            if extra:
+                self.cur.setdefault("solver", []).append(extra)
 
     def _solver_counters(self) -> dict[str, float]:
         stats = self.solver.stats() if self.solver is not None else {}
@@ -128,7 +119,7 @@ class Instrument:
             return control
         cur, self.cur = self.cur, None
         cur["end"] = time.time()
-        hist = getattr(getattr(self.reward_fn, "sink", None), "history", None)
+        hist = self.rollouts.history if self.rollouts is not None else None
         if hist:
             cur["reward_parts"] = hist[-1]
         self.updates.append(cur)
@@ -329,14 +320,14 @@ def finish(results: dict[str, Any], inst: Instrument, timeline: rt.Timeline, sam
 
 
 # ---------------------------------------------------------------------- main
-def build_config(args: argparse.Namespace, work: Path, isolation: str, python: str | None) -> Any:
+def build_config(args: argparse.Namespace, work: Path) -> Any:
     from harnesslearn.training.config import GRPOTrainConfig, load_config
 
     cfg = load_config(GRPOTrainConfig, args.config)
     over: dict[str, Any] = {
         "model": f"hf:{args.model}",
         "solver": args.solver or f"hf:{args.model}?max_batch={args.solver_max_batch}",
-        "isolation": isolation, "worker_python": python,
+        "isolation": args.isolation, "worker_python": args.worker_python,
         "output_dir": str(work / "grpo"), "run_dir": str(work / "run"), "rollouts": str(work / "rollouts.jsonl"),
     }
     for name in ("learning_rate", "num_generations", "contexts_per_update", "contexts_per_epoch", "micro_batch",
@@ -357,7 +348,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="results folder (the device's $OUT)")
     p.add_argument("--minutes", type=float, default=7.0, help="wall-clock budget of the whole script")
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="GRPOTrainConfig YAML")
-    p.add_argument("--isolation", default="auto", choices=sorted(rt.FALLBACK), help="sandbox level to try first")
+    p.add_argument("--isolation", default="auto", choices=rt.ISOLATIONS,
+                   help="sandbox isolation (auto: bwrap, else landlock; none only when asked for)")
     p.add_argument("--worker-python", default=None, help="sandbox worker interpreter (default: found)")
     p.add_argument("--work", default="/tmp/h200_grpo_work", help="scratch folder (checkpoints, store)")
     p.add_argument("--solver", default=None, help="solver spec (default: hf:MODEL?max_batch=N)")
@@ -401,12 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                                "argv": sys.argv[1:] if argv is None else argv, "status": "started"}
     code = 1
     try:
-        python = rt.worker_python(args.worker_python)
-        isolation, attempts = rt.choose_isolation(args.isolation, python)
-        results["isolation"] = {"requested": args.isolation, "used": isolation, "attempts": attempts,
-                                "worker_python": python}
         fds = rt.raise_fd_limit()
-        cfg = build_config(args, work, isolation, python)
+        cfg = build_config(args, work)
         if cfg.concurrency is not None:
             cfg = dataclasses.replace(cfg, concurrency=rt.safe_concurrency(cfg.concurrency, fds["soft"]))
         results["open_files_limit"] = fds
@@ -416,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         from harnesslearn.training.grpo import run_grpo
 
         t = time.time()
-        summary = run_grpo(cfg, on_trainer=inst.attach)
-        results["train"] = {**summary, "stopped_by_budget": inst.stopped_by_budget, "notes": inst.notes}
+        summary = run_grpo(cfg, hooks=inst)
+        results["isolation"] = rt.isolation_record(args.isolation, inst.isolation, args.worker_python)
+        results["train"] = {**summary, "stopped_by_budget": inst.stopped_by_budget}
         train_wall = summary.get("seconds", {}).get("train")
         timeline.add("run_grpo", t, time.time())
         results["files"] = {"adapter": export_adapter(Path(summary["adapter"]), out / "adapter"),

@@ -25,7 +25,7 @@ hostile("solve_not_callable", {"harness_error"}, "solve = 42\n")
 # ---------------------------------------------------------------- time
 hostile("infinite_loop", {"timeout"}, "def solve(model, question):\n    while True:\n        pass\n")
 hostile("sleep", {"timeout"}, "import time\ndef solve(model, question):\n    time.sleep(3600)\n")
-hostile("blocked_stdin", {"harness_error", "timeout"}, """
+hostile("blocked_stdin", {"harness_error"}, """  # stdin is /dev/null: input() raises EOFError
 import sys
 def solve(model, question):
     while True:
@@ -43,7 +43,7 @@ def solve(model, question):
 """)
 
 # ---------------------------------------------------------------- processes
-hostile("fork_bomb", {"timeout", "harness_error", "crash", "memory"}, """
+hostile("fork_bomb", {"timeout"}, """  # fork fails (process limits), the loop goes on
 import os
 def solve(model, question):
     while True:
@@ -52,7 +52,7 @@ def solve(model, question):
         except OSError:
             pass
 """)
-hostile("thread_bomb", {"harness_error", "memory", "timeout"}, """
+hostile("thread_bomb", {"harness_error"}, """  # "can't start new thread" (process limit)
 import threading, time
 def solve(model, question):
     ts = []
@@ -77,7 +77,7 @@ def solve(model, question):
     time.sleep(0.2)
     return 'daemon started'
 """)
-hostile("kill_parent_and_everyone", {"ok", "crash", "no_result"}, """
+hostile("kill_parent_and_everyone", {"ok"}, """  # its signals reach nothing outside
 import os, signal
 def solve(model, question):
     for pid in (os.getppid(), 1, -1, 0):
@@ -113,13 +113,13 @@ def solve(model, question):
     os.close(2)
     time.sleep(3600)
 """)
-hostile("disk_fill", {"ok", "harness_error"}, """
+hostile("disk_fill", {"harness_error"}, """  # the write fails: file size limit or a full tmpfs
 def solve(model, question):
     with open('/tmp/fill', 'wb') as f:
         while True:
             f.write(b'z' * (1 << 20))
 """)
-hostile("inode_fill", {"ok", "harness_error", "timeout"}, """
+hostile("inode_fill", {"harness_error", "timeout"}, """  # never returns: a full tmpfs or the clock
 import os
 def solve(model, question):
     os.makedirs('/tmp/inodes', exist_ok=True)
@@ -131,7 +131,7 @@ def solve(model, question):
 
 # ---------------------------------------------------------------- crashes and exits
 hostile("runaway_recursion", {"harness_error"}, "def f(n):\n    return f(n + 1)\ndef solve(model, question):\n    return f(0)\n")
-hostile("deep_c_recursion", {"crash", "harness_error", "memory", "timeout"}, """
+hostile("deep_c_recursion", {"timeout", "memory"}, """  # 3.11 recurses on the heap, not the C stack
 import sys
 def solve(model, question):
     sys.setrecursionlimit(10 ** 8)
@@ -220,7 +220,7 @@ def solve(model, question):
             seen.append(repr(o)[:200])
     return '\\n'.join(seen)[:90000]
 """)
-hostile("monkey_patch_model_and_tools", {"ok", "no_result"}, """
+hostile("monkey_patch_model_and_tools", {"no_result"}, """  # the patched channel drops the result
 import sys
 def solve(model, question):
     cls = type(model)
@@ -342,19 +342,32 @@ def solve(model, question):
     os.write(int(sys.argv[1]), struct.pack('>I', len(data)) + data)
     import time; time.sleep(5)
 """)
-hostile("fork_then_fill_memory", {"ok", "memory", "crash", "harness_error", "timeout"}, """
-import os, time, select
+# Six children of 300 MB each: each fits under the per-process address-space limit (512 MB in the
+# suite), together they pass the slot's cgroup memory cap (2 x 512 + 256 + 64 MB): the OOM killer
+# must kill at least two of them (the harness itself stays small, survives and counts them).
+hostile("fork_then_fill_memory", {"ok", "memory"}, """
+import os, signal, time, select
 def solve(model, question):
     r, w = os.pipe()
-    for _ in range(4):
-        if os.fork() == 0:
-            hoard = b'x' * (400 * 1024 * 1024)  # touches every page
-            os.write(w, b'1')
-            time.sleep(2)
-            os._exit(0)
-    got, deadline = b'', time.time() + 1.5
-    while time.time() < deadline:
+    pids = []
+    for _ in range(6):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                hoard = b'x' * (300 * 1024 * 1024)  # touches every page
+                os.write(w, b'1')
+                time.sleep(30)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    filled, killed, deadline = 0, 0, time.time() + 9  # about 4 s on 2 busy cores
+    while filled + killed < 6 and time.time() < deadline:
         if select.select([r], [], [], 0.1)[0]:
-            got += os.read(r, 16)
-    return 'children holding 400 MB: %d' % len(got)
+            filled += len(os.read(r, 16))
+        for pid in list(pids):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                pids.remove(pid)
+                killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    return 'filled %d, killed %d' % (filled, killed)
 """)

@@ -73,8 +73,7 @@ def full_run(run_dir: Path) -> dict[str, str]:
         st.add_harness(h1, run_id="sequential", round=1)
         st.save_proposal("sequential", 1, 0, parent_id=seed.id, prompt="p", raw="<<<SEARCH ...", parsed=True,
                          produced=True, valid=True, reason=None, detail=None, n_blocks=1, harness_id=h1.id,
-                         call={"request": {"prompt": "p"}, "response": "x", "prompt_tokens": 100,
-                               "completion_tokens": 20, "latency_s": 0.5})
+                         call=CallRecord("proposer", {"prompt": "p"}, "x", 100, 20, 0.5))
         st.save_proposal("sequential", 1, 1, parent_id=seed.id, prompt="p", raw=f"garbage {EVIL}", parsed=False,
                          produced=False, valid=False, reason="no_blocks", detail=f"detail {EVIL}", n_blocks=0,
                          harness_id=None)

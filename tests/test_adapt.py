@@ -18,11 +18,18 @@ from typing import Any
 import pytest
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.settings import AdaptSettings as S
 
 MODELS = '''
-import time
+import os, time
+
+def _count(who):  # every call really made, one line each, when HL_CALL_LOG names a file
+    if os.environ.get("HL_CALL_LOG"):
+        with open(os.environ["HL_CALL_LOG"], "a") as f:
+            f.write(who + "\\n")
 
 def garbage(prompt, **kw):
+    _count("solver")
     return "banana"
 
 EDIT = """<<<<<<< SEARCH
@@ -37,12 +44,14 @@ EDIT = """<<<<<<< SEARCH
 """
 
 def compute(prompt, **kw):
+    _count("proposer")
     return "I will compute it.\\n" + EDIT.replace("OFFSET", "0")
 
 def never_applies(prompt, **kw):
     return "<<<<<<< SEARCH\\nthis line is not in the harness\\n=======\\nx\\n>>>>>>> REPLACE\\n"
 
 def slow_mixed(prompt, seed=None, **kw):
+    _count("proposer")
     time.sleep(0.4)
     if seed % 3 == 0:
         return "no edit here"
@@ -70,9 +79,15 @@ def _args(env: dict[str, Path], proposer: str, run_dir: Path, *extra: str) -> li
     ]
 
 
-def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HARNESSLEARN_PROGRESS": "0"})
+def _cli(args: list[str], calls: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; with ``calls``, every solver and proposer call it really makes is logged there."""
+    env = {**os.environ, "HARNESSLEARN_PROGRESS": "0", "HL_CALL_LOG": str(calls) if calls else ""}
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _calls(log: Path) -> dict[str, int]:
+    lines = log.read_text().split() if log.exists() else []
+    return {who: lines.count(who) for who in ("solver", "proposer")}
 
 
 def _db(run_dir: Path) -> sqlite3.Connection:
@@ -116,14 +131,33 @@ def test_existing_run_dir_without_resume_is_refused_untouched(env: dict[str, Pat
     assert sorted(x.name for x in rd.iterdir()) == ["keep.txt"]
 
 
+def test_resume_of_a_finished_run_makes_no_calls(env: dict[str, Path]) -> None:
+    """Calls are counted where they are made (in the model functions), not read back from the
+    store: resuming a finished run recomputes nothing and gives the same result."""
+    rd, first, again = env["dir"] / "finished", env["dir"] / "finished.calls", env["dir"] / "finished.again"
+    p = _cli(_args(env, "compute", rd, "--rounds", "2", "--candidates", "2"), first)
+    assert p.returncode == 0, p.stderr[-2000:]
+    made = _calls(first)
+    out = json.loads(p.stdout)
+    assert made["proposer"] == out["proposals"] == 4 and made["solver"] >= out["solver_calls"] > 0
+    r = _cli(_args(env, "compute", rd, "--rounds", "2", "--candidates", "2", "--resume"), again)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _calls(again) == {"solver": 0, "proposer": 0}
+    resumed = json.loads(r.stdout)
+    for key in ("best_harness_id", "score_J", "test_J", "seed_test_J", "proposals", "solver_calls", "rounds"):
+        assert resumed[key] == out[key], key
+
+
 @pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(env: dict[str, Path]) -> None:
     extra = ("--rounds", "3", "--candidates", "3")
-    full = _cli(_args(env, "slow_mixed", env["dir"] / "full", *extra))
+    full_log, part_log = env["dir"] / "full.calls", env["dir"] / "killed.calls"
+    full = _cli(_args(env, "slow_mixed", env["dir"] / "full", *extra), full_log)
     assert full.returncode == 0, full.stderr[-2000:]
     rd = env["dir"] / "killed"
     proc = subprocess.Popen(_args(env, "slow_mixed", rd, *extra), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "HARNESSLEARN_PROGRESS": "0"})
+                            stderr=subprocess.DEVNULL,
+                            env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HL_CALL_LOG": str(part_log)})
     n, deadline = 0, time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if (rd / "runs.sqlite").exists():
@@ -138,8 +172,13 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(env: dict[str, Path]) 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert 4 <= n < 9
-    resumed = _cli(_args(env, "slow_mixed", rd, *extra, "--resume"))
+    resumed = _cli(_args(env, "slow_mixed", rd, *extra, "--resume"), part_log)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # the calls really made before the kill and after the resume: what the uninterrupted run made,
+    # plus at most the one evaluation (10 test problems) and the one proposal cut off by the kill
+    full_calls, made = _calls(full_log), _calls(part_log)
+    assert full_calls["solver"] <= made["solver"] <= full_calls["solver"] + 10, (made, full_calls)
+    assert full_calls["proposer"] <= made["proposer"] <= full_calls["proposer"] + 1, (made, full_calls)
     a, b = json.loads(full.stdout), json.loads(resumed.stdout)
     for key in ("best_harness_id", "score_J", "test_J", "seed_score_J", "seed_test_J", "proposals",
                 "valid_proposals", "solver_calls", "rounds", "lineage"):
@@ -164,16 +203,16 @@ def test_compare_runs_both_strategies_at_the_same_proposal_budget(env: dict[str,
 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "compare"
-    r = asyncio.run(adapt(task, solver, proposer, strategy="compare", rounds=2, candidates=1, run_dir=rd,
-                          n_feedback=2, n_score=4, n_test=4, progress=False))
+    r = asyncio.run(adapt(task, solver, proposer, S(strategy="compare", rounds=2, candidates=1, n_feedback=2,
+                                                   n_score=4, n_test=4), run_dir=rd, progress=False))
     c = r.compare
     assert c is not None and set(c) == {"sequential", "independent"}
     assert c["sequential"]["proposals"] == c["independent"]["proposals"] == 2
     assert c["independent"]["oracle"]["label"] == ORACLE_LABEL and "upper bound" in ORACLE_LABEL
     assert c["independent"]["test_J"] == 1.0 and c["sequential"]["solver_calls"] > 0
     with Store.open(rd) as s:
-        assert {x["id"] for x in s.runs()} == {"sequential", "independent"}
-        assert all(x["status"] == "done" for x in s.runs())
+        assert {x.id for x in s.runs()} == {"sequential", "independent"}
+        assert all(x.status == "done" for x in s.runs())
 
 
 def test_resume_with_other_settings_is_a_user_error(env: dict[str, Path]) -> None:
@@ -181,10 +220,11 @@ def test_resume_with_other_settings_is_a_user_error(env: dict[str, Path]) -> Non
 
     task, solver, proposer = _lib(env, "never_applies")
     rd = env["dir"] / "settings"
-    kw: dict[str, Any] = dict(rounds=1, candidates=1, run_dir=rd, n_feedback=2, n_score=2, n_test=2, progress=False)
-    asyncio.run(adapt(task, solver, proposer, **kw))
+    kw: dict[str, Any] = dict(rounds=1, candidates=1, n_feedback=2, n_score=2, n_test=2)
+    asyncio.run(adapt(task, solver, proposer, S(**kw), run_dir=rd, progress=False))
     with pytest.raises(UserError, match="candidates"):
-        asyncio.run(adapt(task, solver, proposer, **{**kw, "candidates": 2, "resume": True}))
+        asyncio.run(adapt(task, solver, proposer, S(**{**kw, "candidates": 2}), run_dir=rd, resume=True,
+                          progress=False))
 
 
 def test_infra_failure_is_not_stored_and_stops_the_run(env: dict[str, Path]) -> None:
@@ -201,10 +241,11 @@ def test_infra_failure_is_not_stored_and_stops_the_run(env: dict[str, Path]) -> 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "infra"
     with pytest.raises(InfraError):
-        asyncio.run(adapt(task, solver, proposer, rounds=1, candidates=1, run_dir=rd, n_feedback=1, n_score=1,
-                          n_test=1, progress=False, executor=object(), evaluate_fn=infra_eval))
+        asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=1, n_score=1, n_test=1),
+                          run_dir=rd, progress=False, executor=object(), evaluate_fn=infra_eval))  # type: ignore[arg-type]
     with Store.open(rd) as s:
-        assert s.evaluations() == [] and s.run("sequential")["status"] == "running"  # type: ignore[index]
+        run = s.run("sequential")
+        assert s.evaluations() == [] and run is not None and run.status == "running"
 
 
 def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[str, Path]) -> None:
@@ -213,12 +254,12 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "seq"
-    r = asyncio.run(adapt(task, solver, proposer, rounds=2, candidates=1, run_dir=rd, n_feedback=2, n_score=4,
-                          n_test=4, progress=False))
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=2, candidates=1, n_feedback=2, n_score=4, n_test=4),
+                          run_dir=rd, progress=False))
     with Store.open(rd) as s:
         props = s.proposals("sequential")
-        assert props[0]["parent_id"] == r.seed_harness_id and props[1]["parent_id"] == r.best_harness_id
-        assert props[1]["reason"] == "not_found"  # its SEARCH text is gone from the revised harness
+        assert props[0].parent_id == r.seed_harness_id and props[1].parent_id == r.best_harness_id
+        assert props[1].reason == "not_found"  # its SEARCH text is gone from the revised harness
     assert [x["improved"] for x in r.rounds] == [True, False]
 
     (env["dir"] / "same.py").write_text(
@@ -227,8 +268,8 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
     from harnesslearn.models import load_model
 
     same = load_model(f"python:{env['dir'] / 'same.py'}:fn")
-    r2 = asyncio.run(adapt(task, solver, same, rounds=1, candidates=1, run_dir=env["dir"] / "tie", n_feedback=2,
-                           n_score=4, n_test=4, progress=False))
+    r2 = asyncio.run(adapt(task, solver, same, S(rounds=1, candidates=1, n_feedback=2, n_score=4, n_test=4),
+                           run_dir=env["dir"] / "tie", progress=False))
     assert r2.valid_proposals == 1 and r2.best_harness_id == r2.seed_harness_id  # equal J keeps the seed
 
 

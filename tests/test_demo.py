@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from harnesslearn.demo import DEMO_SIZE, run_demo
+from harnesslearn.demo import DEMO_SETTINGS, run_demo
 
 
 def test_demo_runs_adaptation_and_ends_with_a_report(tmp_path: Path) -> None:
@@ -15,7 +15,7 @@ def test_demo_runs_adaptation_and_ends_with_a_report(tmp_path: Path) -> None:
     f.write_text("def fn(prompt, **kw):\n    return '42'\n")
     out = asyncio.run(run_demo(tmp_path / "run", "basic_arithmetic", model_spec=f"python:{f}:fn"))
     assert out["family"] == "basic_arithmetic" and out["strategy"] == "sequential"
-    assert out["proposals"] == DEMO_SIZE["rounds"] * DEMO_SIZE["candidates"]
+    assert out["proposals"] == DEMO_SETTINGS.rounds * DEMO_SETTINGS.candidates
     assert out["valid_proposals"] == 0  # '42' is no edit
     assert out["report"] is not None and Path(out["report"]).is_file()
     assert (tmp_path / "run" / "runs.sqlite").is_file()

@@ -85,12 +85,16 @@ def test_phase_utilisation_averages_samples_inside_each_phase() -> None:
 
 # ---------------------------------------------------------------------- instrumentation
 def test_instrument_times_phases_counts_solver_tokens_and_stops_at_the_deadline(tmp_path: Path) -> None:
+    """The instrument sees the run only through the library's public GRPOHooks: the phases come from
+    the library's PhaseClock (as run_grpo drives it), the solver from GRPORun."""
     import time
     from types import SimpleNamespace
 
     pytest.importorskip("transformers")
     import exp_runtime as rt
     import h200_grpo
+
+    from harnesslearn.training.grpo import GRPORun, PhaseClock
 
     class Solver:  # the counters an hf: backend keeps
         def __init__(self) -> None:
@@ -101,27 +105,29 @@ def test_instrument_times_phases_counts_solver_tokens_and_stops_at_the_deadline(
 
     solver = Solver()
 
-    def rewards(*a: object) -> list[float]:
+    def rewards() -> None:
         solver.tokens += 300
         solver.batches += [8, 16]
-        return [0.0]
 
-    sink = SimpleNamespace(history=[{"step": 0, "reward": 0.5}])
-    trainer = SimpleNamespace(reward_funcs=[SimpleNamespace(executor=SimpleNamespace(solver=solver), sink=sink)],
-                              _generate_single_turn=lambda *a: "ids", _calculate_rewards=rewards, callbacks=[])
-    trainer.add_callback = trainer.callbacks.append
+    rollouts = SimpleNamespace(history=[{"step": 0, "reward": 0.5}])
+    callbacks: list = []
+    trainer = SimpleNamespace(add_callback=callbacks.append)
     inst = h200_grpo.Instrument(rt.Timeline(), deadline=time.time() + 3600, log_path=tmp_path / "log.jsonl")
-    inst.attach(trainer)
-    clock = trainer.callbacks[0]
+    inst.on_start(GRPORun(trainer, solver, rollouts, "landlock"))  # type: ignore[arg-type]
+    assert inst.isolation == "landlock"
+    clock, phases = callbacks[0], PhaseClock(inst)
     state, control = SimpleNamespace(global_step=0), SimpleNamespace(should_training_stop=False)
     clock.on_step_begin(None, state, control)
-    assert trainer._generate_single_turn() == "ids" and trainer._calculate_rewards() == [0.0]
+    phases.update_started()
+    with phases.reward():
+        rewards()
     clock.on_step_end(None, state, control)
     assert not control.should_training_stop
     (u,) = inst.updates
     (s,) = u["solver"]
     assert s["completion_tokens"] == 300 and s["generate_calls"] == 2 and s["mean_batch"] == 12
     assert u["reward_parts"] == {"step": 0, "reward": 0.5}
+    assert u["gen_s"] >= 0 and u["reward_s"] >= 0
     assert {p["name"] for p in inst.timeline.phases} == {"generation", "reward", "update"}
     inst.deadline = time.time()  # no room for another update
     clock.on_step_begin(None, state, control)
@@ -130,23 +136,23 @@ def test_instrument_times_phases_counts_solver_tokens_and_stops_at_the_deadline(
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 2
 
 
-def test_isolation_falls_back_loudly_and_records_every_attempt(monkeypatch: pytest.MonkeyPatch,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_experiments_use_only_the_public_api() -> None:
+    """No experiment script patches a private attribute or imports a private harnesslearn module."""
+    import re
+
+    for path in EXP.glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"setattr\(\s*trainer|_generate_single_turn|_calculate_rewards", text), path.name
+        assert "harnesslearn.sandbox.launcher" not in text and "harnesslearn.adapt import load_evaluation" not in text
+
+
+def test_isolation_record_says_loudly_when_there_is_no_sandbox(capsys: pytest.CaptureFixture[str]) -> None:
     import exp_runtime as rt
 
-    from harnesslearn.sandbox.executor import IsolationError
-
-    async def probe(level: str, python: str | None) -> str:
-        if level != "none":
-            raise IsolationError(f"{level} does not hold")
-        return "none"
-
-    monkeypatch.setattr(rt, "_probe", probe)
-    used, attempts = rt.choose_isolation("bwrap", None)
-    assert used == "none"
-    assert [a["level"] for a in attempts] == ["bwrap", "landlock", "none"]
-    assert attempts[0]["result"].startswith("failed") and attempts[-1]["result"] == "ok (none)"
+    rec = rt.isolation_record("none", "none", None)
+    assert rec["used"] == "none" and rec["requested"] == "none" and rec["worker_python"]
     assert "WITHOUT A SANDBOX" in capsys.readouterr().err
+    assert rt.isolation_record("auto", "landlock", "/usr/bin/python3")["worker_python"] == "/usr/bin/python3"
 
 
 # ---------------------------------------------------------------------- report

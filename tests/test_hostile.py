@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harnesslearn.evaluation import score_records
+from harnesslearn.evaluation import score_records, task_tools
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
 from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status
 from harnesslearn.sandbox.launcher import children_of, processes_of_uid
@@ -31,7 +31,7 @@ from hostile_harnesses import H  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
-LONG = {"python_tool_hostile_code": 15.0, "flood_model_from_threads": 10.0, "fork_then_fill_memory": 8.0}
+LONG = {"python_tool_hostile_code": 15.0, "flood_model_from_threads": 10.0, "fork_then_fill_memory": 12.0}
 
 
 class WrongModel(ModelBackend):
@@ -114,16 +114,16 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
             async def one(name: str) -> tuple[str, RunRecord]:
                 budgets = Budgets(timeout_s=LONG.get(name, 2.5), memory_mb=512)
-                rec = await ex.run(_fill(H[name][0], ctx), [problem], task, budgets)
+                rec = await ex.run(_fill(H[name][0], ctx), [problem], task_tools(task), budgets)
                 return name, rec[0]
 
             results = dict(await asyncio.gather(*(one(name) for name in H)))
             rss1 = _rss_mb()
             persist = ("import os\ndef solve(model, question):\n    seen = os.path.exists('/tmp/cache.txt')\n"
                        "    open('/tmp/cache.txt', 'w').write('x')\n    return 'seen' if seen else 'fresh'\n")
-            persisted = [(await ex.run(persist, [problem], task, Budgets(timeout_s=5)))[0] for _ in range(3)]
+            persisted = [(await ex.run(persist, [problem], task_tools(task), Budgets(timeout_s=5)))[0] for _ in range(3)]
             follow = await ex.run("def solve(model, question):\n    return model(question)\n",
-                                  task.problems("score", 4, 0), task, Budgets(timeout_s=10))
+                                  task.problems("score", 4, 0), task_tools(task), Budgets(timeout_s=10))
             survivors = await _survivors(ex)
             cgroups = all(slot.cgroup is not None for slot in ex._slots)
         return {"cgroups": cgroups, "results": results, "rss": (rss0, rss1), "persisted": persisted, "follow": follow,
@@ -212,12 +212,42 @@ def test_no_cache_persists_across_runs(suite: dict[str, Any]) -> None:
 
 def test_parent_survives_kill_attempts(suite: dict[str, Any]) -> None:
     rec = _check_common(suite, "kill_parent_and_everyone")
+    assert rec.status == Status.OK and rec.answer == "still here"  # its SIGKILLs reached nothing of ours
     assert rec.wall_s < 2.5  # it ended by itself: nothing outside the sandbox was killed or waited on
 
 
 def test_slot_memory_is_capped_across_processes(suite: dict[str, Any]) -> None:
+    """Six children of 300 MB (each under the per-process limit) cannot all fit in the slot's
+    cgroup cap of 1344 MB: the OOM killer kills at least two of them (the harness counts the
+    SIGKILLs), or it kills the harness itself (status memory, said to be the OOM killer)."""
     if not suite["cgroups"]:
         pytest.skip("cgroup v1 memory controller not writable here: only per-process rlimits apply")
     rec = _check_common(suite, "fork_then_fill_memory")
     if rec.status == Status.OK:
-        assert rec.answer is not None and int(rec.answer.rsplit(" ", 1)[1]) < 4, rec.answer
+        assert rec.answer is not None and int(rec.answer.rsplit(" ", 1)[1]) >= 2, rec.answer
+    else:
+        assert rec.status == Status.MEMORY and "out-of-memory" in (rec.error or ""), rec
+
+
+@pytest.mark.parametrize("name,evidence", [
+    ("blocked_stdin", "EOFError"),  # stdin is /dev/null, never a terminal or a pipe from us
+    ("thread_bomb", "can't start new thread"),  # the process limit stops it, not the machine
+    ("disk_fill", "OSError"),  # the file size limit or the tmpfs size, not the host disk
+])
+def test_harness_errors_come_from_the_limit_they_hit(suite: dict[str, Any], name: str, evidence: str) -> None:
+    rec = _check_common(suite, name)
+    assert rec.status == Status.HARNESS_ERROR and evidence in (rec.error or ""), rec
+
+
+def test_each_way_a_run_can_end_has_its_evidence(suite: dict[str, Any]) -> None:
+    """For the harnesses that may end in more than one way (a race between a limit and the
+    clock), whichever way it ended says why."""
+    for name in ("slow_leak", "deep_c_recursion", "inode_fill"):
+        rec = _check_common(suite, name)
+        why = rec.error or ""
+        if rec.status == Status.TIMEOUT:
+            assert "no result within" in why or "CPU time limit" in why, (name, rec)
+        elif rec.status == Status.MEMORY:
+            assert "MemoryError" in why or "out-of-memory" in why, (name, rec)
+        else:
+            assert rec.status == Status.HARNESS_ERROR and "OSError" in why, (name, rec)

@@ -200,4 +200,4 @@ def test_series_per_round(full: tuple[Path, dict[str, str], str]) -> None:
         v = view.validity_series()
         assert v["parsed"] == [(1, 0.5), (2, 1.0)] and v["valid"] == [(1, 0.5), (2, 1.0)]
         assert v["completion"] == [(1, 0.75), (2, 1.0)]
-        assert [r["id"] for r in view.best_path()] == [ids["seed"], ids["h1"], ids["h2"]]
+        assert [r.id for r in view.best_path()] == [ids["seed"], ids["h1"], ids["h2"]]

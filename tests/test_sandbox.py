@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.evaluation import task_tools
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
-from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status
+from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, Status, find_python
 from harnesslearn.sandbox.broker import InvalidRequest, parse_generate
-from harnesslearn.sandbox.launcher import find_python
 from harnesslearn.sandbox.worker import seccomp_program
 from harnesslearn.tasks.base import Problem, Score, Task
 
@@ -76,9 +76,25 @@ def run(source: str, n: int = 1, model: ModelBackend | None = None, budgets: Bud
     async def go() -> list[RunRecord]:
         config = ExecutorConfig(concurrency=2, **cfg)  # type: ignore[arg-type]
         async with Executor(model or Echo(), config) as ex:
-            return await ex.run(source, problems, Toy(), budgets or Budgets(timeout_s=10))
+            return await ex.run(source, problems, task_tools(Toy()), budgets or Budgets(timeout_s=10))
 
     return asyncio.run(go())
+
+
+def test_find_python_falls_back_to_the_running_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No system python among the candidates: a venv's base interpreter (here, a system one posing as
+    the running interpreter) is used when every uid can execute it."""
+    from harnesslearn.sandbox import launcher
+
+    base = next((p for p in launcher.PYTHON_CANDIDATES if launcher._world_executable(p)), None)
+    if base is None:
+        pytest.skip("no world-executable python here")
+    monkeypatch.setattr(launcher, "PYTHON_CANDIDATES", ("/nonexistent/python3.11",))
+    monkeypatch.setattr(sys, "executable", base)
+    assert find_python() == os.path.realpath(base)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/venv/bin/python")
+    with pytest.raises(UserError, match="no worker interpreter"):
+        find_python()
 
 
 def test_find_python_rejects_a_shell_shim(tmp_path: Path) -> None:
@@ -185,7 +201,7 @@ def test_executor_reopens_in_a_new_event_loop_after_aclose() -> None:
 
     async def go() -> list[RunRecord]:
         try:
-            return await ex.run(ECHO, problems, Toy(), Budgets(timeout_s=10))
+            return await ex.run(ECHO, problems, task_tools(Toy()), Budgets(timeout_s=10))
         finally:
             await ex.aclose()
 
@@ -196,3 +212,70 @@ def test_executor_reopens_in_a_new_event_loop_after_aclose() -> None:
 def test_unknown_isolation_is_a_user_error() -> None:
     with pytest.raises(UserError):
         ExecutorConfig(isolation="docker")
+
+
+def test_no_child_is_reaped_behind_the_child_watchers_back(monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """Harnesses that time out in the middle of python tool calls (the tool's worker is being
+    started, or torn down, when the run ends): nothing of ours polls a child (Popen.poll reaps an
+    exited child before asyncio's watcher does, which then logs "Unknown child process pid N"), no
+    such line is logged, and the runs end (a cancelled process creation used to hang)."""
+    import logging
+    import subprocess
+
+    find_python()  # its one-off version check runs (and polls) its own child: done before spying
+    polls: list[int] = []
+    real_poll = subprocess.Popen.poll
+
+    def spy(self: subprocess.Popen[bytes]) -> int | None:
+        polls.append(self.pid)
+        return real_poll(self)
+
+    monkeypatch.setattr(subprocess.Popen, "poll", spy)
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    loop_tool = "def solve(model, question):\n    while True:\n        model.python('import time; time.sleep(0.05)')\n"
+    records = run(loop_tool, n=6, budgets=Budgets(timeout_s=0.7, tool_calls=10_000))
+    assert [r.status for r in records] == [Status.TIMEOUT] * 6
+    assert polls == []
+    assert not [r for r in caplog.records if "child process" in r.getMessage()]
+
+
+LIMITS_PROBE = r'''
+import json, resource
+NAMES = ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CPU", "RLIMIT_CORE")
+def limits():
+    return {n: list(resource.getrlimit(getattr(resource, n))) for n in NAMES}
+def solve(model, question):
+    tool = model.python("import json, resource\nprint(json.dumps({n: list(resource.getrlimit(getattr(resource, n)))"
+                        " for n in %r}))" % (NAMES,))
+    return json.dumps({"worker": limits(), "tool": json.loads(tool)})
+'''
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "landlock"])
+def test_worker_and_tool_rlimits_are_the_configured_ones(isolation: str) -> None:
+    """The limits a harness (and the python tool's code) really run under: address space, processes,
+    file size, open files and CPU time as configured, hard limits equal to soft ones (CPU: one
+    second of grace), no core dumps."""
+    import json
+
+    from harnesslearn.sandbox.launcher import find_bwrap
+
+    if isolation == "bwrap" and find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed here")
+    cfg = {"nproc": 37, "nofile": 41, "fsize_mb": 7, "python_tool_memory_mb": 300, "isolation": isolation}
+    rec = run(LIMITS_PROBE, budgets=Budgets(timeout_s=6.0, memory_mb=700), **cfg)[0]
+    assert rec.status == Status.OK, rec.error
+    seen = json.loads(rec.answer or "{}")
+    mib = 1024 * 1024
+    w, t = seen["worker"], seen["tool"]
+    assert w["RLIMIT_AS"] == [700 * mib] * 2
+    assert w["RLIMIT_NPROC"] == [37, 37]
+    assert w["RLIMIT_FSIZE"] == [7 * mib] * 2
+    assert w["RLIMIT_NOFILE"] == [41, 41]
+    assert w["RLIMIT_CORE"] == [0, 0]
+    soft, hard = w["RLIMIT_CPU"]  # timeout + 1 s on top of the CPU time the start-up used
+    assert 7 <= soft <= 8 and hard == soft + 1
+    assert t["RLIMIT_AS"] == [300 * mib] * 2  # the tool's own tighter limits
+    assert t["RLIMIT_NPROC"] == [16, 16] and t["RLIMIT_NOFILE"] == [32, 32] and t["RLIMIT_FSIZE"] == [4 * mib] * 2
+    assert 6 <= t["RLIMIT_CPU"][0] <= 7 and t["RLIMIT_CPU"][1] == t["RLIMIT_CPU"][0] + 1

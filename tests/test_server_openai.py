@@ -75,12 +75,6 @@ def test_real_server_behind_fault_proxy(server_url):
         p.stop()
 
 
-def _has_run_command() -> bool:
-    from harnesslearn.cli import app
-
-    return any(c.name == "run" or (c.callback and c.callback.__name__ == "run") for c in app.registered_commands)
-
-
 def _cli_run(solver_url: str, tmp_path, spec: str = "openai:gemma") -> tuple[dict, str]:
     env = {**os.environ, "HARNESSLEARN_CACHE_DIR": str(tmp_path / "cache")}
     r = subprocess.run(
@@ -92,7 +86,6 @@ def _cli_run(solver_url: str, tmp_path, spec: str = "openai:gemma") -> tuple[dic
     return json.loads(r.stdout), r.stderr
 
 
-@pytest.mark.skipif(not _has_run_command(), reason="`harnesslearn run` is not in the CLI yet")
 def test_cli_run_against_real_server(server_url, tmp_path):
     out, _ = _cli_run(server_url, tmp_path)
     assert out["n"] == 4 and len(out["problems"]) == 4
@@ -100,7 +93,6 @@ def test_cli_run_against_real_server(server_url, tmp_path):
     assert out["completion_rate"] == 1.0
 
 
-@pytest.mark.skipif(not _has_run_command(), reason="`harnesslearn run` is not in the CLI yet")
 def test_cli_run_through_fault_proxy(server_url, tmp_path):
     """Faults are retried by the backend: the run completes, every problem has a real
     status (never scored 0 because of a fault), and the injected faults were all seen."""

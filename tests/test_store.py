@@ -28,7 +28,7 @@ class _P:
     tokens: int
     wall_s: float
     error: str | None
-    record: RunRecord | None = None
+    record: RunRecord
 
 
 @dataclass
@@ -52,7 +52,8 @@ def _problems() -> list[_P]:
     )
     return [
         _P("p0", "2+2", "4", 1.0, {}, "ok", "4", 1, 4, 0.01, None, rec),
-        _P("p1", "3+3", ["6", "six"], 0.0, {}, "harness_error", None, 0, 0, 0.01, "ValueError: x"),
+        _P("p1", "3+3", ["6", "six"], 0.0, {}, "harness_error", None, 0, 0, 0.01, "ValueError: x",
+           RunRecord("p1", Status.HARNESS_ERROR, error="ValueError: x")),
     ]
 
 
@@ -79,13 +80,13 @@ def test_evaluation_roundtrip_and_cache_key(tmp_path: Path) -> None:
     ev = _E(h.id, problems=_problems())
     eid = s.save_evaluation("sequential", ev, purpose="score", taxonomy=[None, "harness_error"])
     found = s.find_evaluation("sequential", h.id, "jsonl:x", "score", 2, 0)
-    assert found is not None and found["id"] == eid and found["J"] == 0.5
+    assert found is not None and found.id == eid and found.J == 0.5
     assert s.find_evaluation("sequential", h.id, "jsonl:x", "test", 2, 0) is None
     recs = s.problem_records(eid)
-    assert [r["problem_id"] for r in recs] == ["p0", "p1"]
-    assert recs[1]["gold"] == '["6", "six"]' and recs[1]["taxonomy"] == "harness_error"
+    assert [r.problem_id for r in recs] == ["p0", "p1"]
+    assert recs[1].gold == '["6", "six"]' and recs[1].taxonomy == "harness_error"
     calls = s.model_calls(evaluation_id=eid)
-    assert len(calls) == 1 and calls[0]["request"] == {"prompt": "2+2"} and calls[0]["problem_id"] == "p0"
+    assert len(calls) == 1 and calls[0].request == {"prompt": "2+2"} and calls[0].problem_id == "p0"
     with pytest.raises(sqlite3.IntegrityError):  # the cache key is unique
         s.save_evaluation("sequential", ev)
 
@@ -111,8 +112,8 @@ def test_harness_files_and_lineage(tmp_path: Path) -> None:
     s.add_harness(seed)
     s.add_harness(child, round=1)
     assert (tmp_path / "harnesses" / f"{child.id}.py").read_text() == child.source
-    assert [r["id"] for r in s.lineage(child.id)] == [seed.id, child.id]
-    assert s.lineage(child.id)[1]["edit"].startswith("<<<<<<<")
+    assert [r.id for r in s.lineage(child.id)] == [seed.id, child.id]
+    assert (s.lineage(child.id)[1].edit or "").startswith("<<<<<<<")
     loaded = s.load_harness(child.id)
     assert loaded.id == child.id and loaded.parent_id == seed.id
 
@@ -124,10 +125,11 @@ def test_proposals_are_keyed_and_record_their_call(tmp_path: Path) -> None:
         parent_id="a", prompt="P", raw="junk", parsed=False, produced=False, valid=False,
         reason="no_blocks", detail=None, n_blocks=0, harness_id=None,
     )
-    pid = s.save_proposal("r", 1, 0, call={"request": {"seed": 1}, "response": "junk"}, **kw)
-    assert s.find_proposal("r", 1, 0)["reason"] == "no_blocks"  # type: ignore[index]
+    pid = s.save_proposal("r", 1, 0, call=CallRecord("proposer", {"seed": 1}, "junk"), **kw)
+    found = s.find_proposal("r", 1, 0)
+    assert found is not None and found.reason == "no_blocks" and found.valid is False
     assert s.find_proposal("r", 1, 1) is None
-    assert s.model_calls(proposal_id=pid)[0]["kind"] == "proposer"
+    assert s.model_calls(proposal_id=pid)[0].kind == "proposer"
     with pytest.raises(sqlite3.IntegrityError):
         s.save_proposal("r", 1, 0, **kw)
 
@@ -137,9 +139,45 @@ def test_rounds_and_rewards(tmp_path: Path) -> None:
     s.create_run("r", {})
     s.save_round("r", 1, parent_id="a", best_harness_id="b", best_score_J=0.5, improved=True,
                  n_proposals=2, n_valid=1, solver_calls=10, tokens=100)
-    assert s.rounds("r")[0]["improved"] == 1
+    assert s.rounds("r")[0].improved is True
     s.add_reward("t", 0, "ctx", 0, J=0.5, parsed=True, produced=True, completion_rate=1.0, reward=0.8)
     s.add_reward("t", 0, "ctx", 0, J=0.6, parsed=True, produced=True, completion_rate=1.0, reward=0.9)
-    assert [r["reward"] for r in s.rewards("t")] == [0.9]
+    assert [r.reward for r in s.rewards("t")] == [0.9]
     s.finish_run("r", {"best": "b"})
-    assert s.run("r")["status"] == "done" and s.run("r")["result"] == {"best": "b"}  # type: ignore[index]
+    run = s.run("r")
+    assert run is not None and run.status == "done" and run.result == {"best": "b"}
+
+
+def test_a_locked_run_dir_refuses_a_second_writer_until_closed(tmp_path: Path) -> None:
+    first = Store.open(tmp_path / "r", lock=True)
+    with pytest.raises(UserError, match="in use by another harnesslearn process"):
+        Store.open(tmp_path / "r", lock=True)
+    Store.open(tmp_path / "r", create=False).close()  # readers (the report) are not locked out
+    first.close()
+    Store.open(tmp_path / "r", lock=True).close()
+
+
+def test_harness_files_are_checked_against_their_ids(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    h = Harness(seed_source("minimal"))
+    s.add_harness(h)
+    s.verify_harnesses()
+    (tmp_path / "harnesses" / f"{h.id}.py").write_text(h.source[:10])
+    with pytest.raises(UserError, match="does not match its id"):
+        s.load_harness(h.id)
+    with pytest.raises(UserError, match="does not match its id"):
+        s.verify_harnesses()
+
+
+def test_load_evaluation_round_trips_typed(tmp_path: Path) -> None:
+    s = Store.open(tmp_path)
+    h = Harness(seed_source("minimal"))
+    s.create_run("r", {})
+    s.add_harness(h)
+    eid = s.save_evaluation("r", _E(h.id, problems=_problems()))
+    ev = s.load_evaluation(eid)
+    assert (ev.harness_id, ev.J, ev.n, [p.id for p in ev.problems]) == (h.id, 0.5, 2, ["p0", "p1"])
+    assert ev.problems[0].record.calls[0].request == {"prompt": "2+2"} and ev.problems[0].record.status == Status.OK
+    assert ev.problems[1].gold == '["6", "six"]' and ev.problems[1].record.calls == []
+    with pytest.raises(KeyError):
+        s.load_evaluation(eid + 1)

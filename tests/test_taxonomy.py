@@ -48,8 +48,7 @@ def test_wrong_answer_is_reasoning() -> None:
 
 
 def test_rollup_per_family() -> None:
-    rows = [{"family": "a", "taxonomy": "reasoning"}, {"family": "a", "taxonomy": None},
-            {"family": "b", "taxonomy": "extraction"}, {"family": "a", "taxonomy": "reasoning"}]
+    rows = [("a", "reasoning"), ("a", None), ("b", "extraction"), ("a", "reasoning")]
     r = rollup(rows)
     assert r["a"]["reasoning"] == 2 and r["b"]["extraction"] == 1 and r["a"]["extraction"] == 0
 

@@ -110,9 +110,9 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
         rows = store.rewards("grpo")
     assert len(rows) == 8  # 2 contexts x 4 candidates
     for r in rows:  # every stored reward is the formula applied to its stored parts
-        assert r["reward"] == pytest.approx(reward_value(r["J"], bool(r["parsed"]), bool(r["produced"]),
-                                                         r["completion_rate"]))
-    assert len({r["reward"] for r in rows}) > 1  # the group had something to learn from
+        assert r.J is not None and r.completion_rate is not None
+        assert r.reward == pytest.approx(reward_value(r.J, r.parsed, r.produced, r.completion_rate))
+    assert len({r.reward for r in rows}) > 1  # the group had something to learn from
     groups = [json.loads(line) for line in Path(out["rollouts"]).read_text().splitlines()]
     assert sum(len(g["candidates"]) for g in groups) == 8
     assert all(g["prompt"].endswith("<<<<<<< SEARCH\n") for g in groups)  # the test-time prompt

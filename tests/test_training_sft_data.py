@@ -52,7 +52,7 @@ def test_sft_data_keeps_improved_screened_revisions(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
-    # propose() samples candidate i with seed pseed + i, pseed = 1_000_003 + context: per context the
+    # propose() samples candidate i with seed pseed + i, pseed = child_seed(seed=1, context): per context the
     # three scripted revisions come in some rotation, one of each kind
     assert out["contexts"] == 2 and out["candidates"] == 6
     assert out["kept"] == 2

@@ -3,6 +3,8 @@
 Public API (internals may move; import from here)::
 
     from harnesslearn import load_harness, apply_proposal, load_task, load_model, evaluate
+    from harnesslearn import AdaptSettings, Store
+    from harnesslearn.adapt import adapt  # (the module and the function share the name)
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from harnesslearn.errors import InfraError, UserError
 from harnesslearn.harness import Harness, check_source, harness_id, load_harness, runtime_api_doc
 
 __all__ = [
+    "AdaptSettings",
     "EditResult",
     "Harness",
     "InfraError",
     "Reason",
+    "Store",
     "UserError",
     "__version__",
     "apply_proposal",
@@ -36,21 +40,20 @@ __all__ = [
 if TYPE_CHECKING:
     from harnesslearn.evaluation import evaluate
     from harnesslearn.models import load_model
+    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.store import Store
     from harnesslearn.tasks import load_task
+
+_LAZY = {  # name -> module: imported on first use, so `import harnesslearn` stays light
+    "load_task": "harnesslearn.tasks", "load_model": "harnesslearn.models", "evaluate": "harnesslearn.evaluation",
+    "AdaptSettings": "harnesslearn.settings", "Store": "harnesslearn.store",
+}
 
 
 def __getattr__(name: str) -> Any:
     """Lazy imports keep `import harnesslearn` light (no torch, no reasoning-gym)."""
-    if name == "load_task":
-        from harnesslearn.tasks import load_task
+    if name not in _LAZY:
+        raise AttributeError(name)
+    import importlib
 
-        return load_task
-    if name == "load_model":
-        from harnesslearn.models import load_model
-
-        return load_model
-    if name == "evaluate":
-        from harnesslearn.evaluation import evaluate
-
-        return evaluate
-    raise AttributeError(name)
+    return getattr(importlib.import_module(_LAZY[name]), name)

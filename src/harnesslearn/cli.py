@@ -20,6 +20,8 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.harness import Harness
+from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S, AdaptSettings
 
 app = typer.Typer(
     add_completion=False,
@@ -31,6 +33,22 @@ train_app = typer.Typer(no_args_is_help=True, help="Train the proposer: sft-data
 app.add_typer(train_app, name="train")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")]
+
+
+def write_output(path: str, text: str) -> None:
+    """Write a command's output file atomically; a path that cannot be written is a UserError
+    (one line) and leaves nothing behind."""
+    if not path.strip():
+        raise UserError("the output path is empty")
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory")
+    from harnesslearn.fsutil import atomic_write_text
+
+    try:
+        atomic_write_text(p, text)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
@@ -49,8 +67,8 @@ def tasks(
         str | None, typer.Argument(help="A task spec to preview (description and problems) instead of the list.")
     ] = None,
     split: Annotated[str, typer.Option(help="Split to preview: feedback, score or test.")] = "feedback",
-    n: Annotated[int, typer.Option(help="Number of problems to preview.")] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of the problems to preview.")] = 0,
+    n: Annotated[int, typer.Option(min=1, max=MAX_PROBLEMS, help="Number of problems to preview.")] = 3,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of the problems to preview.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """List task specs and all Reasoning Gym families, or preview one task spec."""
@@ -58,7 +76,7 @@ def tasks(
 
     if spec is not None:
         task = load_task(spec)
-        probs = task.problems(split, max(0, n), seed)
+        probs = task.problems(split, n, seed)
         preview = {
             "spec": task.spec,
             "name": task.name,
@@ -89,7 +107,7 @@ def edit(
     harness: Annotated[str, typer.Argument(help="A .py file or a shipped seed name (minimal, qa_minimal).")],
     proposal: Annotated[Path, typer.Argument(help="A text file with the proposer's completion ('-' for stdin).")],
     as_json: JsonOpt = False,
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write the revised harness here.")] = None,
+    out: Annotated[str | None, typer.Option("-o", "--out", help="Write the revised harness here.")] = None,
 ) -> None:
     """Apply a proposer completion (SEARCH/REPLACE blocks) to a harness. Exit 3 if invalid."""
     from harnesslearn.edits import apply_proposal
@@ -117,9 +135,7 @@ def edit(
         "source": r.source,
     }
     if r.valid and out is not None:
-        from harnesslearn.fsutil import atomic_write_text
-
-        atomic_write_text(out, r.source or "")
+        write_output(out, r.source or "")
     human = (
         f"valid edit ({r.n_blocks} block(s)) -> harness {(r.harness_id or '')[:12]}" + (f", written to {out}" if out else "")
         if r.valid
@@ -133,10 +149,10 @@ def edit(
 
 
 # ---------------------------------------------------------------- run (executor)
-def _harness_for_run(ref: str) -> Any:
+def _harness_for_run(ref: str) -> Harness:
     """A seed or a readable .py file. An invalid harness (syntax error, no solve) is NOT refused
     here: running it is an evaluation result (harness_error on every problem), not a usage error."""
-    from harnesslearn.harness import Harness, load_harness, normalise
+    from harnesslearn.harness import load_harness, normalise
 
     try:
         return load_harness(ref)
@@ -157,10 +173,12 @@ def run(
     solver: Annotated[str, typer.Option("--solver", help="Solver model spec, e.g. openai:NAME or python:FILE.py:FN.")],
     solver_base_url: Annotated[str | None, typer.Option("--solver-base-url", help="Base URL for openai: solvers.")] = None,
     split: Annotated[str, typer.Option("--split", help="feedback, score or test.")] = "score",
-    n: Annotated[int, typer.Option("--n", min=1, help="Number of problems.")] = 20,
-    seed: Annotated[int, typer.Option("--seed", help="Problem sampling seed.")] = 0,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Problems in flight at once.")] = None,
+    n: Annotated[int, typer.Option("--n", min=1, max=MAX_PROBLEMS, help="Number of problems.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Problem sampling seed.")] = 0,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", min=0.1, max=MAX_TIMEOUT_S, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", min=1, max=MAX_CONCURRENCY, help="Problems in flight at once.")] = None,
     unsafe_no_sandbox: Annotated[
         bool, typer.Option("--unsafe-no-sandbox", help="Run harness code WITHOUT isolation (unsafe; warns on every run).")
     ] = False,
@@ -169,7 +187,7 @@ def run(
     """Evaluate one harness on a task split in sandboxed workers and print its score J."""
     import asyncio
 
-    from harnesslearn.evaluation import evaluate
+    from harnesslearn.evaluation import Evaluation, evaluate
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
     from harnesslearn.tasks import load_task
@@ -182,7 +200,7 @@ def run(
         config.concurrency = concurrency
     budgets = Budgets(timeout_s=timeout)
 
-    async def go() -> Any:
+    async def go() -> Evaluation:
         try:
             async with Executor(model, config) as ex:
                 return await evaluate(h, t, split, n, seed, ex, budgets=budgets, progress=True)
@@ -197,6 +215,9 @@ def run(
     counts = ", ".join(f"{k} {v}" for k, v in sorted(ev.status_counts().items()))
     human = f"harness {h.short_id} on {t.spec} [{split}, n={ev.n}]: J = {j}, completion {rate} ({counts})"
     emit(result, as_json, human)
+    if ev.problems and ev.infra_failures == len(ev.problems):
+        raise InfraError(f"every one of the {ev.n} runs hit an infrastructure failure (J not scored); first: "
+                         f"{(ev.problems[0].error or 'no detail').splitlines()[0][:300]}")
 
 
 # ---------------------------------------------------------------- zoo
@@ -275,6 +296,9 @@ def models(as_json: JsonOpt = False) -> None:
 
 # ---------------------------------------------------------------- adapt / report / demo
 # adapt, demo (E1): test-time adaptation and the demo on the embedded model
+H = AdaptSettings.help
+
+
 @app.command()
 def adapt(
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
@@ -282,27 +306,23 @@ def adapt(
     proposer: Annotated[str, typer.Option("--proposer", help="Proposer model spec (writes the edits).")],
     solver_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: solver.")] = None,
     proposer_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: proposer.")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Rounds R.")] = 3,
-    candidates: Annotated[int, typer.Option("--candidates", min=1, help="Candidates K per round.")] = 4,
-    strategy: Annotated[str, typer.Option(
-        "--strategy", help="sequential | independent (R*K proposals from the seed) | compare (both).")] = "sequential",
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", help=H("rounds"))] = 3,
+    candidates: Annotated[int, typer.Option("--candidates", help=H("candidates"))] = 4,
+    strategy: Annotated[str, typer.Option("--strategy", help=H("strategy"))] = "sequential",
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for problems and proposer sampling.")] = 0,
-    n_feedback: Annotated[int, typer.Option("--n-feedback", min=1, help="Feedback-split problems.")] = 8,
-    n_score: Annotated[int, typer.Option("--n-score", min=1, help="Score-split problems (selection).")] = 16,
-    n_test: Annotated[int, typer.Option("--n-test", min=1, help="Test-split problems (reported only).")] = 32,
+    seed: Annotated[int, typer.Option("--seed", help=H("seed"))] = 0,
+    n_feedback: Annotated[int, typer.Option("--n-feedback", help=H("n_feedback"))] = 8,
+    n_score: Annotated[int, typer.Option("--n-score", help=H("n_score"))] = 16,
+    n_test: Annotated[int, typer.Option("--n-test", help=H("n_test"))] = 32,
     timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock seconds for one solve() call.")] = 60.0,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="Start from this harness (.py or seed name); default: the task's seed.")] = None,
-    oracle: Annotated[bool, typer.Option(
-        "--oracle", help="Also report the oracle best-of-N by TEST split (an upper bound).")] = False,
-    max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help="Proposer completion length.")] = 1024,
-    temperature: Annotated[float, typer.Option("--proposer-temperature", help="Proposer temperature.")] = 0.8,
-    prime: Annotated[str, typer.Option(
-        "--proposer-prime",
-        help="Where the prompt ends: search (an opening SEARCH marker) | rewrite (a block opened on "
-             "solve(), the model writes the new body; for weak base models).")] = "search",
+    oracle: Annotated[bool, typer.Option("--oracle", help=H("oracle"))] = False,
+    max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help=H("max_tokens"))] = 1024,
+    temperature: Annotated[float, typer.Option("--proposer-temperature", help=H("temperature"))] = 0.8,
+    prime: Annotated[str, typer.Option("--proposer-prime", help=H("prime"))] = "search",
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help=H("concurrency"))] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
@@ -311,11 +331,22 @@ def adapt(
     from harnesslearn.adapt import adapt as run_adapt
     from harnesslearn.harness import load_harness
     from harnesslearn.models import load_model
+    from harnesslearn.proposer import PRIMES
     from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.settings import STRATEGIES, choose
     from harnesslearn.tasks import load_task
 
-    if timeout <= 0:
-        raise UserError("--timeout must be positive")
+    # every option is checked before anything is loaded, started or written
+    settings = AdaptSettings(
+        strategy=choose(strategy, STRATEGIES, "--strategy"), rounds=rounds, candidates=candidates, seed=seed,
+        n_feedback=n_feedback, n_score=n_score, n_test=n_test, budgets=Budgets(timeout_s=timeout), oracle=oracle,
+        temperature=temperature, max_tokens=max_tokens, prime=choose(prime, PRIMES, "--proposer-prime"),
+        concurrency=concurrency,
+    )
+    if run_dir is not None and not run_dir.strip():
+        raise UserError("--run-dir must not be empty")
+    if resume and run_dir is None:
+        raise UserError("--resume needs --run-dir (the run directory to continue)")
     t = load_task(task)
     seed_h = load_harness(harness) if harness else None
     solver_m = load_model(solver, base_url=solver_base_url)
@@ -323,12 +354,7 @@ def adapt(
 
     async def go() -> dict[str, Any]:
         try:
-            r = await run_adapt(
-                t, solver_m, proposer_m, strategy=strategy, rounds=rounds, candidates=candidates, run_dir=run_dir,
-                resume=resume, seed=seed, n_feedback=n_feedback, n_score=n_score, n_test=n_test,
-                budgets=Budgets(timeout_s=timeout), seed_harness=seed_h, oracle=oracle,
-                max_tokens=max_tokens, temperature=temperature, prime=prime,
-            )
+            r = await run_adapt(t, solver_m, proposer_m, settings, run_dir=run_dir, resume=resume, seed_harness=seed_h)
             return r.to_json()
         finally:
             await solver_m.aclose()
@@ -357,7 +383,7 @@ def adapt(
 
 @app.command()
 def demo(
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
     family: Annotated[str, typer.Option("--family", help="Reasoning Gym family.")] = "basic_arithmetic",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
     model: Annotated[str, typer.Option(
@@ -369,6 +395,8 @@ def demo(
 
     from harnesslearn.demo import run_demo
 
+    if run_dir is not None and not run_dir.strip():
+        raise UserError("--run-dir must not be empty")
     out = asyncio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
     human = (
         f"demo on rg:{family}: test J {out['seed_test_J']} -> {out['test_J']} "

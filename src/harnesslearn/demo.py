@@ -1,7 +1,7 @@
 """``harnesslearn demo``: the main job on the embedded default model, ending in a report.
 
 Sequential adaptation on one Reasoning Gym family with ``local:gemma-3-270m`` as both solver
-and proposer (one backend instance, loaded once), sized for 2 CPU cores: ``DEMO_SIZE`` below.
+and proposer (one backend instance, loaded once), sized for 2 CPU cores: ``DEMO_SETTINGS`` below.
 The demo shows the machinery (proposals, validity reasons, lineage, the report) end to end; a
 270M base model rarely writes a valid edit, so expect the seed to stay best most of the time.
 """
@@ -14,19 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.adapt import adapt
+from harnesslearn.errors import UserError
 from harnesslearn.sandbox.records import Budgets
+from harnesslearn.settings import AdaptSettings
 
 # rounds x candidates proposals; split sizes; proposer completion length; per-problem limits.
-DEMO_SIZE: dict[str, Any] = {
-    "rounds": 3,
-    "candidates": 3,
-    "n_feedback": 4,
-    "n_score": 6,
-    "n_test": 12,
-    "max_tokens": 160,
-    "temperature": 0.7,
-}
-DEMO_BUDGETS = Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096)
+DEMO_SETTINGS = AdaptSettings(
+    strategy="sequential", rounds=3, candidates=3, seed=0, n_feedback=4, n_score=6, n_test=12, max_tokens=160,
+    temperature=0.7, budgets=Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096), prime="rewrite", concurrency=2,
+)
 DEMO_SOLVER = "local:gemma-3-270m"
 
 
@@ -44,21 +40,16 @@ async def run_demo(run_dir: str | Path | None = None, family: str = "basic_arith
                    model_spec: str = DEMO_SOLVER) -> dict[str, Any]:
     """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``."""
     from harnesslearn.models import load_model
-    from harnesslearn.sandbox.executor import ExecutorConfig
     from harnesslearn.tasks import load_task
 
     t0 = time.perf_counter()
+    if resume and run_dir is None:
+        raise UserError("--resume needs --run-dir (the demo directory to continue)")
     rd = Path(run_dir) if run_dir is not None else Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     task = load_task(f"rg:{family}")
     model = load_model(model_spec)
     try:
-        result = await adapt(
-            task, model, model, strategy="sequential", run_dir=rd, resume=resume, seed=0,
-            rounds=DEMO_SIZE["rounds"], candidates=DEMO_SIZE["candidates"], n_feedback=DEMO_SIZE["n_feedback"],
-            n_score=DEMO_SIZE["n_score"], n_test=DEMO_SIZE["n_test"], max_tokens=DEMO_SIZE["max_tokens"],
-            temperature=DEMO_SIZE["temperature"], budgets=DEMO_BUDGETS,
-            executor_config=ExecutorConfig(concurrency=2), prime="rewrite",
-        )
+        result = await adapt(task, model, model, DEMO_SETTINGS, run_dir=rd, resume=resume)
     finally:
         await model.aclose()
     out = result.to_json()

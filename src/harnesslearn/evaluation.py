@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harnesslearn.harness import Harness
-from harnesslearn.sandbox.records import Budgets, CallRecord, RunRecord, Status
+from harnesslearn.sandbox.records import Budgets, CallRecord, RunRecord, Status, Tools
 from harnesslearn.tasks.base import Problem, Task
 
 if TYPE_CHECKING:
@@ -113,6 +113,20 @@ class Evaluation:
         }
 
 
+def task_tools(task: Task) -> Tools:
+    """The tools a harness may call on ``task``: its tool names and, when it allows ``search``,
+    the task's own search (its indexes stay with the task, across evaluations)."""
+    return Tools(tuple(task.tools), task.search if "search" in task.tools else None)
+
+
+def improves(candidate_J: float | None, parent_J: float | None) -> bool:
+    """Whether a harness scoring ``candidate_J`` replaces one scoring ``parent_J``: strictly
+    higher (a tie keeps the parent). None means "could not score": it never replaces anything,
+    and anything scored replaces it. The one selection rule of adaptation, multistep training
+    contexts and the report."""
+    return candidate_J is not None and (parent_J is None or candidate_J > parent_J)
+
+
 def score_records(task: Task, problems: list[Problem], records: list[RunRecord]) -> list[ProblemResult]:
     """Score each run record in the trusted process (the worker is gone by now)."""
     out = []
@@ -184,8 +198,9 @@ async def evaluate(
         from harnesslearn.progress import ProgressBar
 
         with ProgressBar(f"{split} {harness.short_id}", total=len(probs)) as bar:
-            records = await executor.run(harness.source, probs, task, budgets, on_record=lambda r: bar.advance())
+            records = await executor.run(harness.source, probs, task_tools(task), budgets,
+                                         on_record=lambda r: bar.advance())
     else:
-        records = await executor.run(harness.source, probs, task, budgets)
+        records = await executor.run(harness.source, probs, task_tools(task), budgets)
     results = score_records(task, probs, records)
     return summarise(harness, task, split, seed, results, time.perf_counter() - t0)

@@ -34,10 +34,14 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from harnesslearn.harness import Harness, runtime_api_doc
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
+from harnesslearn.seeding import child_seed
+
+if TYPE_CHECKING:  # the proposer reads evaluations; it never runs one
+    from harnesslearn.evaluation import Evaluation, ProblemResult
 
 PRIME = "<<<<<<< SEARCH\n"
 END = ">>>>>>> REPLACE"
@@ -55,6 +59,8 @@ MAX_HISTORY = 12
 Style = Literal["canonical", "varied"]
 Prime = Literal["search", "rewrite"]
 Form = Literal["chat", "plain"]
+STYLES: tuple[Style, ...] = ("canonical", "varied")
+PRIMES: tuple[Prime, ...] = ("search", "rewrite")
 
 
 @cache
@@ -93,9 +99,8 @@ def _fmt_j(j: float | None) -> str:
     return "n/a" if j is None else f"{j:.3f}"
 
 
-def _call_excerpts(problem: Any) -> list[str]:
-    record = getattr(problem, "record", None)
-    calls = list(getattr(record, "calls", None) or [])[:MAX_CALLS_PER_TRACE]
+def _call_excerpts(problem: ProblemResult) -> list[str]:
+    calls = problem.record.calls[:MAX_CALLS_PER_TRACE]
     out = []
     for c in calls:
         req = c.request if isinstance(c.request, dict) else {"prompt": c.request}
@@ -105,7 +110,7 @@ def _call_excerpts(problem: Any) -> list[str]:
     return out
 
 
-def _trace_fields(problem: Any) -> dict[str, Any]:
+def _trace_fields(problem: ProblemResult) -> dict[str, Any]:
     return {
         "question": cap(problem.question, CAP_QUESTION),
         "harness answer": cap(problem.answer, CAP_ANSWER),
@@ -117,11 +122,11 @@ def _trace_fields(problem: Any) -> dict[str, Any]:
     }
 
 
-def sample_traces(feedback: Any, n_traces: int, rng: random.Random) -> list[Any]:
+def sample_traces(feedback: Evaluation, n_traces: int, rng: random.Random) -> list[ProblemResult]:
     """Up to ``n_traces`` problems, failures first (random order within each group)."""
     problems = [p for p in feedback.problems if p.score is not None]
-    failed = [p for p in problems if p.score < 1.0]
-    passed = [p for p in problems if p.score >= 1.0]
+    failed = [p for p in problems if (p.score or 0.0) < 1.0]
+    passed = [p for p in problems if (p.score or 0.0) >= 1.0]
     rng.shuffle(failed)
     rng.shuffle(passed)
     return (failed + passed)[:n_traces]
@@ -138,7 +143,7 @@ def render_trace(i: int, fields: dict[str, Any], fmt: str) -> str:
     return "\n".join(lines)
 
 
-def render_aggregate(feedback: Any, fmt: str) -> str:
+def render_aggregate(feedback: Evaluation, fmt: str) -> str:
     counts: dict[str, int] = {}
     for p in feedback.problems:
         counts[str(p.status)] = counts.get(str(p.status), 0) + 1
@@ -195,7 +200,7 @@ def _sections(task: _TaskLike, harness: Harness, feedback: Any, history: Sequenc
 def build_prompt(
     task: _TaskLike,
     harness: Harness,
-    feedback: Any,
+    feedback: Evaluation,
     history: Sequence[Attempt] = (),
     *,
     style: Style = "canonical",
@@ -344,7 +349,7 @@ def as_proposal(completion: str, prompt: str | Messages | None = None) -> str:
 def candidate_seed(seed: int, round: int, index: int) -> int:
     """The sampling seed of candidate ``index`` in ``round``: fixed per (seed, round, index), so
     a resumed run re-samples exactly the proposals it had not recorded."""
-    return (seed * 1_000_003 + round * 10_007 + index) % (2**31 - 1)
+    return child_seed(seed, round * 10_007 + index) % (2**31 - 1)
 
 
 async def sample_one(

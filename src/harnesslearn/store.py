@@ -39,28 +39,46 @@ model calls, one per proposal with its model call. A process killed mid-write (e
 SIGKILL) leaves either the whole evaluation or nothing. Harness files are written atomically
 (temporary file + rename) *before* the row that names them.
 
-Read helpers return plain ``dict`` rows (column name -> value; JSON columns decoded).
+Reads are typed, as the writes are: one frozen dataclass per table (``RunRow``, ``HarnessRow``,
+``EvaluationRow``, ``ProblemRow``, ``ModelCallRow``, ``ProposalRow``, ``RoundRow``,
+``RewardRow``; JSON columns decoded, flags as bools), ``load_evaluation`` rebuilds a whole
+``Evaluation`` and ``load_harness`` a ``Harness``. Callers never run SQL themselves.
+
+Guards: ``Store.open(..., lock=True)`` takes an exclusive ``flock`` on ``RUN_DIR/.lock`` (a
+second writer gets a UserError at once; the kernel drops the lock when the holder dies, even
+by SIGKILL). A file that is not a harnesslearn store (empty, not SQLite, no ``migrations``
+table) is refused before anything is written to it. A harness file is checked against its id
+(sha256) whenever it is read, and ``verify_harnesses`` checks them all (``adapt --resume``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import shutil
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from harnesslearn.errors import UserError
+from harnesslearn.evaluation import Evaluation, ProblemResult
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.harness import Harness
+from harnesslearn.harness import harness_id as id_of_source
+from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 
-if TYPE_CHECKING:  # the store only reads these fields; importing at run time is not needed
-    from harnesslearn.evaluation import Evaluation
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 DB_NAME = "runs.sqlite"
 HARNESS_DIR = "harnesses"
+LOCK_NAME = ".lock"
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -188,6 +206,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 _JSON_COLUMNS = {"config", "result", "details", "request"}
+_BOOL_COLUMNS = {"parsed", "produced", "valid", "improved"}
 
 
 def now() -> str:
@@ -201,48 +220,266 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _row(row: sqlite3.Row) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in row.keys():
-        v = row[k]
-        if k in _JSON_COLUMNS and isinstance(v, str):
-            try:
+# ---------------------------------------------------------------- typed rows
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    created: str
+    strategy: str | None
+    config: dict[str, Any]
+    status: str  # running | done | failed
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class HarnessRow:
+    id: str
+    parent_id: str | None
+    edit: str | None
+    path: str  # relative to the run directory
+    name: str | None
+    run_id: str | None
+    round: int | None
+    created: str
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    """The summary of an evaluation (``load_evaluation`` adds its problems)."""
+
+    id: int
+    run_id: str
+    harness_id: str
+    task: str
+    split: str
+    n: int  # the requested size: part of the cache key
+    seed: int
+    J: float | None
+    completion_rate: float | None
+    solver_calls: int
+    tokens: int
+    wall_s: float
+    round: int | None
+    purpose: str | None
+    created: str
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    evaluation_id: int
+    idx: int
+    problem_id: str
+    family: str | None
+    question: str | None
+    gold: str | None  # JSON text when the gold answer was not a str
+    answer: str | None
+    score: float | None
+    details: dict[str, float] | None
+    status: str
+    error: str | None
+    calls: int
+    tokens: int
+    wall_s: float
+    taxonomy: str | None
+
+
+@dataclass(frozen=True)
+class ModelCallRow:
+    evaluation_id: int | None
+    proposal_id: int | None
+    problem_id: str | None
+    kind: str  # model | python | search | proposer
+    request: Any
+    response: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None
+
+    def record(self) -> CallRecord:
+        request = self.request if isinstance(self.request, dict) else {"request": self.request}
+        return CallRecord(self.kind, request, self.response, self.prompt_tokens, self.completion_tokens,
+                          self.latency_s, self.error)
+
+
+@dataclass(frozen=True)
+class ProposalRow:
+    id: int
+    run_id: str
+    round: int
+    idx: int  # candidate index within the round
+    parent_id: str | None
+    prompt: str | None
+    raw: str | None
+    parsed: bool
+    produced: bool
+    valid: bool
+    reason: str | None
+    detail: str | None
+    n_blocks: int
+    harness_id: str | None
+    created: str
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    run_id: str
+    round: int
+    parent_id: str | None
+    best_harness_id: str
+    best_score_J: float | None
+    improved: bool
+    n_proposals: int
+    n_valid: int
+    solver_calls: int  # cumulative for the run up to this round
+    tokens: int
+    created: str
+
+
+@dataclass(frozen=True)
+class RewardRow:
+    run_id: str
+    step: int
+    context: str
+    candidate: int
+    J: float | None
+    parsed: bool
+    produced: bool
+    completion_rate: float | None
+    reward: float | None
+    created: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Calls, tokens and latency summed over some model calls."""
+
+    calls: int
+    tokens: int
+    latency_s: float
+
+
+R = TypeVar("R", bound="DataclassInstance")
+
+
+def _typed(cls: type[R], row: sqlite3.Row) -> R:
+    """A row as ``cls``: its fields taken by name, JSON columns decoded, flags as bools."""
+    kw: dict[str, Any] = {}
+    for f in fields(cls):
+        v = row[f.name]
+        if f.name in _JSON_COLUMNS and isinstance(v, str):
+            with contextlib.suppress(json.JSONDecodeError):
                 v = json.loads(v)
-            except json.JSONDecodeError:
-                pass
-        out[k] = v
-    return out
+        elif f.name in _BOOL_COLUMNS:
+            v = bool(v)
+        kw[f.name] = v
+    return cls(**kw)
+
+
+# ---------------------------------------------------------------- opening
+def _check_database(path: Path) -> None:
+    """Refuse (UserError) a file that is not a harnesslearn store, without writing to it: empty,
+    not SQLite, unreadable, or without the ``migrations`` table."""
+    if path.stat().st_size == 0:
+        raise UserError(f"{path} is empty, not a harnesslearn run store (remove it to start over)")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'")
+            ok = found.fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        raise UserError(f"cannot read {path}: {e} (not a harnesslearn run store, or corrupt)") from None
+    if not ok:
+        raise UserError(f"{path} is not a harnesslearn run store (no migrations table)")
+
+
+def _lock(d: Path, *, probe: bool = False) -> IO[str] | None:
+    """An exclusive lock on ``d/.lock``, held while the returned file stays open. ``probe``: only
+    check that nobody holds it (creating nothing; None). UserError when another process does."""
+    path = d / LOCK_NAME
+    if probe and not path.is_file():
+        return None
+    f = open(path, "r" if probe else "a+", encoding="utf-8")  # noqa: SIM115 - kept open as the lock
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip()
+        f.close()
+        who = f" (pid {holder})" if holder.isdigit() else ""
+        raise UserError(f"run directory {d} is in use by another harnesslearn process{who}") from None
+    if probe:
+        f.close()
+        return None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
 
 
 class Store:
     """A run directory. ``Store.open(run_dir)`` creates or opens it and applies migrations."""
 
-    def __init__(self, run_dir: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, run_dir: Path, conn: sqlite3.Connection, lock: IO[str] | None = None) -> None:
         self.run_dir = run_dir
         self.conn = conn
+        self._lock = lock
 
     # ------------------------------------------------------------ open / migrate
     @classmethod
-    def open(cls, run_dir: str | Path, *, create: bool = True) -> Store:
-        """Open ``run_dir`` (creating it and the database when ``create``). Raises UserError if
-        it is missing and ``create`` is false, or if it is not a directory."""
+    def open(cls, run_dir: str | Path, *, create: bool = True, lock: bool = False) -> Store:
+        """Open ``run_dir`` (creating it and the database when ``create``).
+
+        ``lock``: hold an exclusive lock on the run directory until ``close`` (UserError at once
+        when another process holds it). UserError, with nothing created or changed, when the
+        directory cannot be created or written, is missing (``create=False``) or is not a
+        directory, or when its ``runs.sqlite`` is not a readable harnesslearn store."""
         d = Path(run_dir)
+        db = d / DB_NAME
         if d.exists() and not d.is_dir():
             raise UserError(f"run directory is not a directory: {d}")
-        if not (d / DB_NAME).exists() and not create:
+        if not create and not db.is_file():
             raise UserError(f"not a run directory (no {DB_NAME}): {d}")
-        (d / HARNESS_DIR).mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(d / DB_NAME, isolation_level=None, check_same_thread=False, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        store = cls(d, conn)
-        store.migrate()
+        if lock and d.is_dir():  # a holder may be creating the database right now: say "in use"
+            _lock(d, probe=True)
+        if db.exists():
+            _check_database(db)
+        made = not d.exists()
+        lock_file: IO[str] | None = None
+        try:
+            (d / HARNESS_DIR).mkdir(parents=True, exist_ok=True)
+            lock_file = _lock(d) if lock else None
+            conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False, timeout=30.0)
+            conn.row_factory = sqlite3.Row
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                store = cls(d, conn, lock_file)
+                store.migrate()
+            except Exception:
+                conn.close()
+                raise
+        except (OSError, sqlite3.Error) as e:
+            if lock_file is not None:
+                lock_file.close()
+            if made:
+                shutil.rmtree(d, ignore_errors=True)
+            raise UserError(f"cannot use run directory {d}: {e}") from None
+        except UserError:
+            if made:
+                shutil.rmtree(d, ignore_errors=True)
+            raise
         return store
 
     def close(self) -> None:
         self.conn.close()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def __enter__(self) -> Store:
         return self
@@ -297,12 +534,12 @@ class Store:
                 (status, json.dumps(result, default=str), run_id),
             )
 
-    def run(self, run_id: str) -> dict[str, Any] | None:
+    def run(self, run_id: str) -> RunRow | None:
         r = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _row(r) if r else None
+        return _typed(RunRow, r) if r else None
 
-    def runs(self) -> list[dict[str, Any]]:
-        return [_row(r) for r in self.conn.execute("SELECT * FROM runs ORDER BY created, id")]
+    def runs(self) -> list[RunRow]:
+        return [_typed(RunRow, r) for r in self.conn.execute("SELECT * FROM runs ORDER BY created, id")]
 
     # ------------------------------------------------------------ harnesses
     def add_harness(self, h: Harness, *, run_id: str | None = None, round: int | None = None) -> str:
@@ -319,34 +556,46 @@ class Store:
             )
         return h.id
 
-    def harness(self, harness_id: str) -> dict[str, Any] | None:
+    def harness(self, harness_id: str) -> HarnessRow | None:
         r = self.conn.execute("SELECT * FROM harnesses WHERE id = ?", (harness_id,)).fetchone()
-        return _row(r) if r else None
+        return _typed(HarnessRow, r) if r else None
 
-    def harnesses(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def harnesses(self, run_id: str | None = None) -> list[HarnessRow]:
         if run_id is None:
             rows = self.conn.execute("SELECT * FROM harnesses ORDER BY created, rowid")
         else:
             rows = self.conn.execute("SELECT * FROM harnesses WHERE run_id = ? ORDER BY created, rowid", (run_id,))
-        return [_row(r) for r in rows]
+        return [_typed(HarnessRow, r) for r in rows]
 
     def harness_source(self, harness_id: str) -> str:
+        """The source of a recorded harness, checked against its id. UserError when the row or
+        the file is missing, unreadable, or does not hash to the id (changed or truncated)."""
         row = self.harness(harness_id)
         if row is None:
             raise UserError(f"no harness {harness_id[:12]} in {self.run_dir}")
-        return (self.run_dir / row["path"]).read_text(encoding="utf-8")
+        path = self.run_dir / row.path
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"harness file {path} cannot be read ({type(e).__name__}): the run store is damaged") from None
+        if id_of_source(source) != harness_id:
+            raise UserError(f"harness file {path} does not match its id (changed or truncated): the run store is damaged")
+        return source
 
     def load_harness(self, harness_id: str) -> Harness:
         row = self.harness(harness_id)
         if row is None:
             raise UserError(f"no harness {harness_id[:12]} in {self.run_dir}")
-        return Harness(
-            source=self.harness_source(harness_id), parent_id=row["parent_id"], edit=row["edit"], name=row["name"]
-        )
+        return Harness(source=self.harness_source(harness_id), parent_id=row.parent_id, edit=row.edit, name=row.name)
 
-    def lineage(self, harness_id: str) -> list[dict[str, Any]]:
+    def verify_harnesses(self) -> None:
+        """Check every recorded harness file against its id (UserError on the first bad one)."""
+        for row in self.harnesses():
+            self.harness_source(row.id)
+
+    def lineage(self, harness_id: str) -> list[HarnessRow]:
         """The chain seed -> ... -> ``harness_id`` (oldest first)."""
-        chain: list[dict[str, Any]] = []
+        chain: list[HarnessRow] = []
         seen: set[str] = set()
         cur: str | None = harness_id
         while cur is not None and cur not in seen:
@@ -355,20 +604,20 @@ class Store:
             if row is None:
                 break
             chain.append(row)
-            cur = row["parent_id"]
+            cur = row.parent_id
         return chain[::-1]
 
     # ------------------------------------------------------------ evaluations
     def find_evaluation(
         self, run_id: str, harness_id: str, task: str, split: str, n: int, seed: int
-    ) -> dict[str, Any] | None:
+    ) -> EvaluationRow | None:
         """The finished evaluation with this cache key, or None."""
         r = self.conn.execute(
             "SELECT * FROM evaluations WHERE run_id = ? AND harness_id = ? AND task = ? AND split = ?"
             " AND n = ? AND seed = ?",
             (run_id, harness_id, task, split, n, seed),
         ).fetchone()
-        return _row(r) if r else None
+        return _typed(EvaluationRow, r) if r else None
 
     def save_evaluation(
         self,
@@ -407,54 +656,82 @@ class Store:
                         taxonomy[i] if taxonomy else None,
                     ),
                 )
-                record = getattr(p, "record", None)
-                for call in getattr(record, "calls", None) or []:
-                    c.execute(
-                        "INSERT INTO model_calls (evaluation_id, problem_id, kind, request, response,"
-                        " prompt_tokens, completion_tokens, latency_s, error) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (
-                            eid, p.id, call.kind, json.dumps(call.request, default=str),
-                            _text(call.response), call.prompt_tokens, call.completion_tokens,
-                            call.latency_s, call.error,
-                        ),
-                    )
+                for call in p.record.calls:
+                    self._insert_call(c, call, evaluation_id=eid, problem_id=p.id)
         return eid
 
-    def evaluation(self, evaluation_id: int) -> dict[str, Any] | None:
-        r = self.conn.execute("SELECT * FROM evaluations WHERE id = ?", (evaluation_id,)).fetchone()
-        return _row(r) if r else None
+    @staticmethod
+    def _insert_call(c: sqlite3.Connection, call: CallRecord, *, evaluation_id: int | None = None,
+                     proposal_id: int | None = None, problem_id: str | None = None) -> None:
+        c.execute(
+            "INSERT INTO model_calls (evaluation_id, proposal_id, problem_id, kind, request, response,"
+            " prompt_tokens, completion_tokens, latency_s, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                evaluation_id, proposal_id, problem_id, call.kind, json.dumps(call.request, default=str),
+                _text(call.response), call.prompt_tokens, call.completion_tokens, call.latency_s, call.error,
+            ),
+        )
 
-    def evaluations(self, run_id: str | None = None, split: str | None = None) -> list[dict[str, Any]]:
+    def evaluation(self, evaluation_id: int) -> EvaluationRow | None:
+        r = self.conn.execute("SELECT * FROM evaluations WHERE id = ?", (evaluation_id,)).fetchone()
+        return _typed(EvaluationRow, r) if r else None
+
+    def evaluations(self, run_id: str | None = None, split: str | None = None) -> list[EvaluationRow]:
         q = "SELECT * FROM evaluations WHERE 1=1"
         args: list[Any] = []
         if run_id is not None:
             q, args = q + " AND run_id = ?", [*args, run_id]
         if split is not None:
             q, args = q + " AND split = ?", [*args, split]
-        return [_row(r) for r in self.conn.execute(q + " ORDER BY id", args)]
+        return [_typed(EvaluationRow, r) for r in self.conn.execute(q + " ORDER BY id", args)]
 
-    def problem_records(self, evaluation_id: int) -> list[dict[str, Any]]:
+    def problem_records(self, evaluation_id: int) -> list[ProblemRow]:
         rows = self.conn.execute(
             "SELECT * FROM problem_records WHERE evaluation_id = ? ORDER BY idx", (evaluation_id,)
         )
-        return [_row(r) for r in rows]
+        return [_typed(ProblemRow, r) for r in rows]
 
     def model_calls(
         self, *, evaluation_id: int | None = None, proposal_id: int | None = None, problem_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ModelCallRow]:
         q = "SELECT * FROM model_calls WHERE 1=1"
         args: list[Any] = []
         for col, val in (("evaluation_id", evaluation_id), ("proposal_id", proposal_id), ("problem_id", problem_id)):
             if val is not None:
                 q, args = q + f" AND {col} = ?", [*args, val]
-        return [_row(r) for r in self.conn.execute(q + " ORDER BY id", args)]
+        return [_typed(ModelCallRow, r) for r in self.conn.execute(q + " ORDER BY id", args)]
+
+    def load_evaluation(self, evaluation_id: int) -> Evaluation:
+        """Rebuild a whole Evaluation (problems, run records, calls) as it was saved. KeyError
+        when there is no such evaluation. Adaptation builds its prompts from these, never from
+        the live object, so that a resumed run sees byte-identical feedback."""
+        row = self.evaluation(evaluation_id)
+        if row is None:
+            raise KeyError(evaluation_id)
+        calls: dict[str | None, list[CallRecord]] = {}
+        for c in self.model_calls(evaluation_id=evaluation_id):
+            calls.setdefault(c.problem_id, []).append(c.record())
+        problems = []
+        for r in self.problem_records(evaluation_id):
+            rec = RunRecord(problem_id=r.problem_id, status=Status(r.status), answer=r.answer, error=r.error,
+                            calls=calls.get(r.problem_id, []), wall_s=r.wall_s)
+            problems.append(ProblemResult(
+                id=r.problem_id, question=r.question or "", gold=r.gold, score=r.score, details=r.details or {},
+                status=r.status, answer=r.answer, calls=r.calls, tokens=r.tokens, wall_s=r.wall_s, error=r.error,
+                record=rec,
+            ))
+        return Evaluation(
+            harness_id=row.harness_id, task=row.task, split=row.split, n=row.n, seed=row.seed, J=row.J,
+            completion_rate=row.completion_rate, solver_calls=row.solver_calls, tokens=row.tokens,
+            wall_s=row.wall_s, problems=problems,
+        )
 
     # ------------------------------------------------------------ proposals
-    def find_proposal(self, run_id: str, round: int, idx: int) -> dict[str, Any] | None:
+    def find_proposal(self, run_id: str, round: int, idx: int) -> ProposalRow | None:
         r = self.conn.execute(
             "SELECT * FROM proposals WHERE run_id = ? AND round = ? AND idx = ?", (run_id, round, idx)
         ).fetchone()
-        return _row(r) if r else None
+        return _typed(ProposalRow, r) if r else None
 
     def save_proposal(
         self,
@@ -472,10 +749,9 @@ class Store:
         detail: str | None,
         n_blocks: int,
         harness_id: str | None,
-        call: dict[str, Any] | None = None,
+        call: CallRecord | None = None,
     ) -> int:
-        """Record one proposal and (optionally) its proposer model call in one transaction.
-        ``call`` keys: request, response, prompt_tokens, completion_tokens, latency_s, error."""
+        """Record one proposal and (optionally) its proposer model call in one transaction."""
         with self.transaction() as c:
             cur = c.execute(
                 "INSERT INTO proposals (run_id, round, idx, parent_id, prompt, raw, parsed, produced, valid,"
@@ -487,23 +763,25 @@ class Store:
             )
             pid = int(cur.lastrowid or 0)
             if call is not None:
-                c.execute(
-                    "INSERT INTO model_calls (proposal_id, kind, request, response, prompt_tokens,"
-                    " completion_tokens, latency_s, error) VALUES (?, 'proposer', ?, ?, ?, ?, ?, ?)",
-                    (
-                        pid, json.dumps(call.get("request"), default=str), call.get("response"),
-                        int(call.get("prompt_tokens") or 0), int(call.get("completion_tokens") or 0),
-                        float(call.get("latency_s") or 0.0), call.get("error"),
-                    ),
-                )
+                self._insert_call(c, call, proposal_id=pid)
         return pid
 
-    def proposals(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def proposals(self, run_id: str | None = None) -> list[ProposalRow]:
         if run_id is None:
             rows = self.conn.execute("SELECT * FROM proposals ORDER BY run_id, round, idx")
         else:
             rows = self.conn.execute("SELECT * FROM proposals WHERE run_id = ? ORDER BY round, idx", (run_id,))
-        return [_row(r) for r in rows]
+        return [_typed(ProposalRow, r) for r in rows]
+
+    def proposer_usage(self, run_id: str) -> Usage:
+        """The proposer's calls, tokens (prompt + completion) and latency over a run's proposals."""
+        r = self.conn.execute(
+            "SELECT COUNT(m.id), COALESCE(SUM(m.prompt_tokens + m.completion_tokens), 0),"
+            " COALESCE(SUM(m.latency_s), 0) FROM model_calls m JOIN proposals p ON p.id = m.proposal_id"
+            " WHERE p.run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return Usage(int(r[0]), int(r[1]), float(r[2]))
 
     # ------------------------------------------------------------ rounds
     def save_round(
@@ -530,12 +808,12 @@ class Store:
                 ),
             )
 
-    def rounds(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def rounds(self, run_id: str | None = None) -> list[RoundRow]:
         if run_id is None:
             rows = self.conn.execute("SELECT * FROM rounds ORDER BY run_id, round")
         else:
             rows = self.conn.execute("SELECT * FROM rounds WHERE run_id = ? ORDER BY round", (run_id,))
-        return [_row(r) for r in rows]
+        return [_typed(RoundRow, r) for r in rows]
 
     # ------------------------------------------------------------ rewards (training)
     def add_reward(
@@ -559,11 +837,12 @@ class Store:
                 (run_id, step, context, candidate, J, int(parsed), int(produced), completion_rate, reward, now()),
             )
 
-    def rewards(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def rewards(self, run_id: str | None = None) -> list[RewardRow]:
         if run_id is None:
             rows = self.conn.execute("SELECT * FROM rewards ORDER BY run_id, step, context, candidate")
         else:
             rows = self.conn.execute(
                 "SELECT * FROM rewards WHERE run_id = ? ORDER BY step, context, candidate", (run_id,)
             )
-        return [_row(r) for r in rows]
+        return [_typed(RewardRow, r) for r in rows]
+

@@ -126,15 +126,14 @@ def classify_result(problem: Any) -> FailureKind | None:
     )
 
 
-def rollup(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Counts per family and failure class from rows with ``family`` and ``taxonomy`` keys
-    (store.problem_records rows). Rows without a taxonomy (successes) are skipped."""
+def rollup(rows: Iterable[tuple[str | None, str | None]]) -> dict[str, dict[str, int]]:
+    """Counts per family and failure class from (family, taxonomy) pairs (``store.ProblemRow``
+    fields). Pairs without a taxonomy (successes) are skipped."""
     out: dict[str, dict[str, int]] = {}
-    for r in rows:
-        kind = r.get("taxonomy")
+    for family, kind in rows:
         if not kind:
             continue
-        fam = r.get("family") or "unknown"
+        fam = family or "unknown"
         out.setdefault(fam, {k.value: 0 for k in FailureKind})
         out[fam][kind] = out[fam].get(kind, 0) + 1
     return out

@@ -16,24 +16,17 @@ from typing import Any, ClassVar
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.models.accounting import Stats
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
+from harnesslearn.specs import parse_spec
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
 def split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
-    """``"PROVIDER:NAME?k=v&k2=v2"`` -> (provider, name, {k: v}). Raises UserError."""
-    if not isinstance(spec, str) or ":" not in spec:
-        raise UserError(f"bad model spec {spec!r}: expected PROVIDER:NAME (for example openai:Qwen3-8B)")
-    provider, rest = spec.split(":", 1)
-    name, _, query = rest.partition("?")
-    opts: dict[str, str] = {}
-    for part in filter(None, query.split("&")):
-        k, eq, v = part.partition("=")
-        if not eq or not k:
-            raise UserError(f"bad option {part!r} in model spec {spec!r}: expected key=value")
-        opts[k] = v
-    return provider.strip().lower(), name, opts
+    """``"PROVIDER:NAME?k=v&k2=v2"`` -> (provider, name, {k: v}) through the shared spec parser
+    (``harnesslearn.specs``). Raises UserError."""
+    s = parse_spec(spec, "model spec", "PROVIDER:NAME (for example openai:Qwen3-8B)")
+    return s.prefix, s.name, s.options
 
 
 def coerce_option(provider: str, key: str, value: Any, typ: type) -> Any:

@@ -12,12 +12,12 @@ diffs, the page template ``template.html``).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harnesslearn.fsutil import atomic_write_text
+from harnesslearn.errors import UserError
+from harnesslearn.fsutil import atomic_write_bytes, atomic_write_text
 from harnesslearn.report import plots, sections
 from harnesslearn.report.data import RunView, open_store, reward_series
 from harnesslearn.report.render import esc, img, page, table, td
@@ -51,15 +51,15 @@ def render_report(run_dir: str | Path) -> Report:
     finally:
         store.close()
     out = Report(path=d / REPORT_NAME)
-    for name, data in pngs.items():
-        p = d / PLOTS_DIR / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, p)
-        out.plots.append(p)
-    atomic_write_text(out.path, page(f"harnesslearn report: {d.resolve().name}", body))
-    os.chmod(out.path, 0o644)  # a report is meant to be read (mkstemp creates 0600)
+    try:
+        for name, data in pngs.items():
+            p = d / PLOTS_DIR / name
+            atomic_write_bytes(p, data, mode=0o644)
+            out.plots.append(p)
+        # a report is meant to be read: 0644 (a temporary file is created 0600)
+        atomic_write_text(out.path, page(f"harnesslearn report: {d.resolve().name}", body), mode=0o644)
+    except OSError as e:
+        raise UserError(f"cannot write the report into {d}: {e.strerror or e}") from None
     return out
 
 
@@ -102,7 +102,7 @@ def _comparison(views: list[RunView]) -> str:
         best = v.best_id or ""
         spent = [r for r in v.budget_rows() if r["what"].startswith("solver")]
         rows.append([
-            td(v.id), td(v.run.get("strategy")), td(v.run.get("status")),
+            td(v.id), td(v.run.strategy), td(v.run.status),
             td(v.j_by_harness("score").get(best), "num"), td(v.j_by_harness("test").get(best), "num"),
             td(sum(r["calls"] for r in spent), "num"), td(sum(r["tokens"] for r in spent), "num"),
         ])

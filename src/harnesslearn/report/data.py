@@ -13,7 +13,6 @@ later harness replacing an earlier one only when strictly better.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,23 +20,30 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.store import DB_NAME, Store
+from harnesslearn.evaluation import improves
+from harnesslearn.store import (
+    DB_NAME,
+    EvaluationRow,
+    HarnessRow,
+    ProposalRow,
+    RewardRow,
+    RoundRow,
+    RunRow,
+    Store,
+)
 
 Point = tuple[float, float]
 
 
 def open_store(run_dir: str | Path) -> Store:
     """Open an existing run directory; a missing directory or one without a readable
-    ``runs.sqlite`` is a UserError (one line)."""
+    ``runs.sqlite`` is a UserError (one line), and nothing is written to it then."""
     d = Path(run_dir)
     if not d.is_dir():
         raise UserError(f"run directory not found: {d}")
     if not (d / DB_NAME).is_file():
         raise UserError(f"not a run directory (no {DB_NAME}): {d}")
-    try:
-        return Store.open(d, create=False)
-    except (sqlite3.DatabaseError, OSError) as e:
-        raise UserError(f"cannot read {d / DB_NAME}: {e}") from None
+    return Store.open(d, create=False)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -49,28 +55,27 @@ class RunView:
     """One run (a row of ``runs``) and the rows that belong to it."""
 
     store: Store
-    run: dict[str, Any]
-    evaluations: list[dict[str, Any]] = field(default_factory=list)
-    proposals: list[dict[str, Any]] = field(default_factory=list)
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    run: RunRow
+    evaluations: list[EvaluationRow] = field(default_factory=list)
+    proposals: list[ProposalRow] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
 
     @classmethod
-    def load(cls, store: Store, run: dict[str, Any]) -> RunView:
-        rid = run["id"]
-        return cls(store, run, store.evaluations(rid), store.proposals(rid), store.rounds(rid))
+    def load(cls, store: Store, run: RunRow) -> RunView:
+        return cls(store, run, store.evaluations(run.id), store.proposals(run.id), store.rounds(run.id))
 
     @property
     def id(self) -> str:
-        return str(self.run["id"])
+        return self.run.id
 
     @property
     def result(self) -> dict[str, Any]:
-        r = self.run.get("result")
+        r = self.run.result
         return r if isinstance(r, dict) else {}
 
     @property
     def config(self) -> dict[str, Any]:
-        c = self.run.get("config")
+        c = self.run.config
         return c if isinstance(c, dict) else {}
 
     # ------------------------------------------------------------ J per harness
@@ -78,32 +83,32 @@ class RunView:
         """The J of each harness on ``split`` (the largest evaluation when there are several)."""
         out: dict[str, tuple[int, float]] = {}
         for e in self.evaluations:
-            if e["split"] == split and e["J"] is not None:
-                prev = out.get(e["harness_id"])
-                if prev is None or e["n"] > prev[0]:
-                    out[e["harness_id"]] = (e["n"], float(e["J"]))
+            if e.split == split and e.J is not None:
+                prev = out.get(e.harness_id)
+                if prev is None or e.n > prev[0]:
+                    out[e.harness_id] = (e.n, e.J)
         return {h: j for h, (_, j) in out.items()}
 
-    def evaluation_of(self, harness_id: str | None, split: str) -> dict[str, Any] | None:
-        cands = [e for e in self.evaluations if e["harness_id"] == harness_id and e["split"] == split]
-        return max(cands, key=lambda e: (e["n"], e["id"])) if cands else None
+    def evaluation_of(self, harness_id: str | None, split: str) -> EvaluationRow | None:
+        cands = [e for e in self.evaluations if e.harness_id == harness_id and e.split == split]
+        return max(cands, key=lambda e: (e.n, e.id)) if cands else None
 
     # ------------------------------------------------------------ selection
     @cached_property
     def selected(self) -> list[tuple[int, str]]:
         """(round, harness selected after that round), from ``rounds`` where written, else
         recomputed from score-split evaluations (strict improvement keeps the earlier one)."""
-        recorded = {int(r["round"]): str(r["best_harness_id"]) for r in self.rounds}
+        recorded = {r.round: r.best_harness_id for r in self.rounds}
         score = self.j_by_harness("score")
         by_round: dict[int, list[str]] = defaultdict(list)
         for e in self.evaluations:
-            if e["split"] == "score" and e["J"] is not None:
-                by_round[int(e["round"] or 0)].append(e["harness_id"])
+            if e.split == "score" and e.J is not None:
+                by_round[e.round or 0].append(e.harness_id)
         out: list[tuple[int, str]] = []
         best: str | None = None
         for rnd in sorted(set(by_round) | set(recorded)):
             for h in by_round.get(rnd, []):
-                if best is None or score[h] > score.get(best, float("-inf")):
+                if best is None or improves(score[h], score.get(best)):
                     best = h
             if rnd in recorded:
                 best = recorded[rnd]
@@ -127,10 +132,10 @@ class RunView:
         if self.best_id is not None:
             chain = self.store.lineage(self.best_id)
             if chain:
-                return str(chain[0]["id"])
+                return chain[0].id
         for hid in self.harness_ids:
             row = self.store.harness(hid)
-            if row is not None and row["parent_id"] is None:
+            if row is not None and row.parent_id is None:
                 return hid
         return None
 
@@ -140,17 +145,17 @@ class RunView:
         ancestors, in first-seen order."""
         seen: dict[str, None] = {}
         for e in self.evaluations:
-            seen.setdefault(e["harness_id"])
+            seen.setdefault(e.harness_id)
         for p in self.proposals:
-            for h in (p["parent_id"], p["harness_id"]):
+            for h in (p.parent_id, p.harness_id):
                 if h:
                     seen.setdefault(h)
         for h in list(seen):
             for row in self.store.lineage(h):
-                seen.setdefault(row["id"])
+                seen.setdefault(row.id)
         return list(seen)
 
-    def best_path(self) -> list[dict[str, Any]]:
+    def best_path(self) -> list[HarnessRow]:
         """Harness rows from the seed to the best harness (the chain of consecutive bests)."""
         return self.store.lineage(self.best_id) if self.best_id else []
 
@@ -162,9 +167,7 @@ class RunView:
         best_score: list[Point] = [(r, score[h]) for r, h in self.selected if h in score]
         best_test: list[Point] = [(r, test[h]) for r, h in self.selected if h in test]
         cands: list[Point] = [
-            (int(e["round"] or 0), float(e["J"]))
-            for e in self.evaluations
-            if e["split"] == "score" and e["J"] is not None and (e["round"] or 0) > 0
+            (e.round or 0, e.J) for e in self.evaluations if e.split == "score" and e.J is not None and (e.round or 0) > 0
         ]
         return best_score, best_test, cands
 
@@ -174,26 +177,27 @@ class RunView:
         oracle = self.result.get("oracle")
         if isinstance(oracle, dict) and isinstance(oracle.get("test_J"), int | float):
             return float(oracle["test_J"])
-        js = [float(e["J"]) for e in self.evaluations if e.get("purpose") == "oracle" and e["J"] is not None]
+        js = [e.J for e in self.evaluations if e.purpose == "oracle" and e.J is not None]
         return max(js) if js else None
 
     def validity_series(self) -> dict[str, list[Point]]:
         """Per round: shares of proposals parsed, produced, valid; mean completion rate of the
         round's valid candidates on the score split (a candidate identical to an earlier one
         reuses that evaluation)."""
-        by_round: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        by_round: dict[int, list[ProposalRow]] = defaultdict(list)
         for p in self.proposals:
-            by_round[int(p["round"])].append(p)
+            by_round[p.round].append(p)
         out: dict[str, list[Point]] = {"parsed": [], "produced": [], "valid": [], "completion": []}
         completion: dict[str, float] = {}
-        for e in sorted(self.evaluations, key=lambda e: e["n"]):  # the largest evaluation wins
-            if e["split"] == "score" and e["completion_rate"] is not None:
-                completion[e["harness_id"]] = float(e["completion_rate"])
+        for e in sorted(self.evaluations, key=lambda e: e.n):  # the largest evaluation wins
+            if e.split == "score" and e.completion_rate is not None:
+                completion[e.harness_id] = e.completion_rate
         for rnd in sorted(by_round):
             ps = by_round[rnd]
-            for key in ("parsed", "produced", "valid"):
-                out[key].append((rnd, sum(bool(p[key]) for p in ps) / len(ps)))
-            comp = _mean([completion[p["harness_id"]] for p in ps if p["valid"] and p["harness_id"] in completion])
+            out["parsed"].append((rnd, sum(p.parsed for p in ps) / len(ps)))
+            out["produced"].append((rnd, sum(p.produced for p in ps) / len(ps)))
+            out["valid"].append((rnd, sum(p.valid for p in ps) / len(ps)))
+            comp = _mean([completion[p.harness_id] for p in ps if p.valid and p.harness_id in completion])
             if comp is not None:
                 out["completion"].append((rnd, comp))
         return out
@@ -204,22 +208,17 @@ class RunView:
         proposer's calls and tokens."""
         agg: dict[tuple[str, str], dict[str, Any]] = {}
         for e in self.evaluations:
-            k = (e["split"], e.get("purpose") or "")
+            k = (e.split, e.purpose or "")
             a = agg.setdefault(k, {"what": f"solver, {k[0]} split" + (f" ({k[1]})" if k[1] else ""),
                                    "evaluations": 0, "calls": 0, "tokens": 0, "wall_s": 0.0})
             a["evaluations"] += 1
-            a["calls"] += int(e["solver_calls"] or 0)
-            a["tokens"] += int(e["tokens"] or 0)
-            a["wall_s"] += float(e["wall_s"] or 0.0)
+            a["calls"] += e.solver_calls
+            a["tokens"] += e.tokens
+            a["wall_s"] += e.wall_s
         rows = list(agg.values())
-        r = self.store.conn.execute(
-            "SELECT COUNT(m.id), COALESCE(SUM(m.prompt_tokens + m.completion_tokens), 0),"
-            " COALESCE(SUM(m.latency_s), 0) FROM model_calls m JOIN proposals p ON p.id = m.proposal_id"
-            " WHERE p.run_id = ?",
-            (self.id,),
-        ).fetchone()
-        rows.append({"what": "proposer", "evaluations": len(self.proposals), "calls": int(r[0]),
-                     "tokens": int(r[1]), "wall_s": float(r[2])})
+        u = self.store.proposer_usage(self.id)
+        rows.append({"what": "proposer", "evaluations": len(self.proposals), "calls": u.calls, "tokens": u.tokens,
+                     "wall_s": u.latency_s})
         return rows
 
 
@@ -229,14 +228,15 @@ def reward_series(store: Store) -> dict[str, dict[str, list[Point]]]:
     rows = store.rewards()
     keys = {"J": "J", "parsed": "parse rate", "produced": "produce rate",
             "completion_rate": "completion rate", "reward": "reward"}
-    by_run: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    by_run: dict[str, dict[int, list[RewardRow]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        by_run[str(r["run_id"])][int(r["step"])].append(r)
+        by_run[r.run_id][r.step].append(r)
     for rid, steps in by_run.items():
         series: dict[str, list[Point]] = {label: [] for label in keys.values()}
         for step in sorted(steps):
             for col, label in keys.items():
-                m = _mean([float(r[col]) for r in steps[step] if r[col] is not None])
+                values = [getattr(r, col) for r in steps[step]]
+                m = _mean([float(v) for v in values if v is not None])
                 if m is not None:
                     series[label].append((step, m))
         out[rid] = series

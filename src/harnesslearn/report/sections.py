@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
 
+from harnesslearn.errors import UserError
 from harnesslearn.report.data import RunView
 from harnesslearn.report.render import clip, diff_html, esc, fmt_num, status_cell, table, td
+from harnesslearn.store import ProblemRow
 from harnesslearn.taxonomy import FailureKind, find_answer_tables, rollup
 
 MAX_RAW = 4000  # characters of a proposer completion shown in a proposal's <details>
@@ -24,13 +25,11 @@ def _sid(h: str | None) -> str:
 
 
 def _source(view: RunView, harness_id: str) -> str | None:
-    """A harness's source from its file, or None when the file is missing or unreadable."""
-    row = view.store.harness(harness_id)
-    if row is None:
-        return None
+    """A harness's source from its file, or None when the file is missing, unreadable or does
+    not match its id."""
     try:
-        return (view.store.run_dir / row["path"]).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return view.store.harness_source(harness_id)
+    except UserError:
         return None
 
 
@@ -38,7 +37,7 @@ def summary(view: RunView) -> str:
     """Status, strategy, the seed and best harnesses with their J, and the run's config."""
     score, test = view.j_by_harness("score"), view.j_by_harness("test")
     seed, best = view.seed_id, view.best_id
-    status = str(view.run.get("status") or "")
+    status = view.run.status or ""
     note = ""
     if status != "done":
         note = f'<p class="note">Run status <b>{esc(status)}</b>: the run is partial; this report shows what was recorded.</p>'
@@ -55,8 +54,8 @@ def summary(view: RunView) -> str:
            for k, v in sorted(view.config.items())]
     return (
         note
-        + f"<p>strategy: <b>{esc(view.run.get('strategy') or '–')}</b>, created {esc(view.run.get('created'))}, "
-        f"{len(view.proposals)} proposals, {sum(bool(p['valid']) for p in view.proposals)} valid.</p>"
+        + f"<p>strategy: <b>{esc(view.run.strategy or '–')}</b>, created {esc(view.run.created)}, "
+        f"{len(view.proposals)} proposals, {sum(p.valid for p in view.proposals)} valid.</p>"
         + table(["harness", "id", "J score split", "J test split"], rows)
         + "<details><summary>run configuration</summary>"
         + table(["key", "value"], cfg, empty="no configuration recorded")
@@ -72,19 +71,20 @@ def lineage(view: RunView) -> str:
     rows = {h: view.store.harness(h) for h in ids}
     children: dict[str | None, list[str]] = defaultdict(list)
     for h in ids:
-        parent = (rows[h] or {}).get("parent_id")
+        row = rows[h]
+        parent = row.parent_id if row is not None else None
         children[parent if parent in rows else None].append(h)
     score, test = view.j_by_harness("score"), view.j_by_harness("test")
-    on_path = {r["id"] for r in view.best_path()}
+    on_path = {r.id for r in view.best_path()}
     questions = _questions(view)
 
     def node(h: str, depth: int) -> str:
-        row = rows[h] or {}
+        row = rows[h]
         bits = [f'<span class="hid">{esc(_sid(h))}</span>']
-        if row.get("name"):
-            bits.append(esc(row["name"]))
-        if row.get("round") is not None:
-            bits.append(f"round {esc(row['round'])}")
+        if row is not None and row.name:
+            bits.append(esc(row.name))
+        if row is not None and row.round is not None:
+            bits.append(f"round {esc(row.round)}")
         bits.append(f"score J {fmt_num(score.get(h))}")
         if h in test:
             bits.append(f"test J {fmt_num(test[h])}")
@@ -100,7 +100,7 @@ def lineage(view: RunView) -> str:
             if flags:
                 extra += "".join(f' <span class="flag">⚑ answer table? {esc(f.kind)} line {f.line}: {esc(f.detail)}</span>'
                                  for f in flags[:3])
-            parent = row.get("parent_id")
+            parent = row.parent_id if row is not None else None
             psrc = _source(view, parent) if parent else None
             if psrc is not None:
                 extra += f"<details><summary>edit (diff to parent)</summary>{diff_html(psrc, src, _sid(parent), _sid(h))}</details>"
@@ -117,8 +117,8 @@ def _questions(view: RunView) -> list[str]:
     """The questions of the test-split problems this run evaluated (for answer-table flags)."""
     out: list[str] = []
     for e in view.evaluations:
-        if e["split"] == "test":
-            out.extend(str(r["question"]) for r in view.store.problem_records(e["id"]) if r.get("question"))
+        if e.split == "test":
+            out.extend(r.question for r in view.store.problem_records(e.id) if r.question)
     return list(dict.fromkeys(out))
 
 
@@ -129,12 +129,12 @@ def best_diffs(view: RunView) -> str:
         return '<p class="empty">the seed is still the best harness: no diff</p>'
     parts = []
     for a, b in zip(path, path[1:], strict=False):
-        sa, sb = _source(view, a["id"]), _source(view, b["id"])
-        title = f"{_sid(a['id'])} → {_sid(b['id'])}" + (f" (round {b['round']})" if b.get("round") is not None else "")
+        sa, sb = _source(view, a.id), _source(view, b.id)
+        title = f"{_sid(a.id)} → {_sid(b.id)}" + (f" (round {b.round})" if b.round is not None else "")
         if sa is None or sb is None:
             parts.append(f'<h3>{esc(title)}</h3><p class="empty">a harness source file is missing</p>')
         else:
-            parts.append(f"<h3>{esc(title)}</h3>" + diff_html(sa, sb, _sid(a["id"]), _sid(b["id"])))
+            parts.append(f"<h3>{esc(title)}</h3>" + diff_html(sa, sb, _sid(a.id), _sid(b.id)))
     return "".join(parts)
 
 
@@ -144,20 +144,21 @@ def problems(view: RunView) -> str:
     best_ev = view.evaluation_of(view.best_id, "test") if view.best_id != view.seed_id else None
     if seed_ev is None and best_ev is None:
         return '<p class="empty">no test-split evaluation of the seed or the best harness recorded</p>'
-    seed_rows = {r["problem_id"]: r for r in view.store.problem_records(seed_ev["id"])} if seed_ev else {}
-    best_rows = {r["problem_id"]: r for r in view.store.problem_records(best_ev["id"])} if best_ev else {}
+    seed_rows = {r.problem_id: r for r in view.store.problem_records(seed_ev.id)} if seed_ev else {}
+    best_rows = {r.problem_id: r for r in view.store.problem_records(best_ev.id)} if best_ev else {}
     pids = list(dict.fromkeys([*seed_rows, *best_rows]))
     out: list[list[str]] = []
     for pid in pids[:MAX_PROBLEMS]:
         s, b = seed_rows.get(pid), best_rows.get(pid)
-        any_row = s or b or {}
-        row = [td(pid, "cell"), td(any_row.get("family")), td(any_row.get("question"), "cell"), td(any_row.get("gold"), "cell")]
+        any_row = s or b
+        assert any_row is not None
+        row = [td(pid, "cell"), td(any_row.family), td(any_row.question, "cell"), td(any_row.gold, "cell")]
         for r in (s, b) if best_ev else (s,):
             if r is None:
                 row += [td("–"), td("–"), td(None, "num"), td("–")]
             else:
-                row += [status_cell(r["status"]), td(r.get("answer"), "cell"), td(r.get("score"), "num"),
-                        td(": ".join(x for x in (r.get("taxonomy"), r.get("error")) if x), "cell")]
+                row += [status_cell(r.status), td(r.answer, "cell"), td(r.score, "num"),
+                        td(": ".join(x for x in (r.taxonomy, r.error) if x), "cell")]
         out.append(row)
     heads = ["problem", "family", "question", "gold"]
     for who in ("seed", "best") if best_ev else ("seed (also best)",):
@@ -171,18 +172,18 @@ def taxonomy(view: RunView) -> str:
     and over every evaluation of the run."""
     kinds = [k.value for k in FailureKind]
     parts = []
-    groups: list[tuple[str, list[dict[str, Any]]]] = []
+    groups: list[tuple[str, list[ProblemRow]]] = []
     for who, hid in (("seed", view.seed_id), ("best", view.best_id)):
         ev = view.evaluation_of(hid, "test")
         if ev is not None and not (who == "best" and hid == view.seed_id):
-            groups.append((f"{who} harness, test split", view.store.problem_records(ev["id"])))
-    all_rows = [r for e in view.evaluations for r in view.store.problem_records(e["id"])]
+            groups.append((f"{who} harness, test split", view.store.problem_records(ev.id)))
+    all_rows = [r for e in view.evaluations for r in view.store.problem_records(e.id)]
     groups.append(("all evaluations of this run (every split)", all_rows))
     for title, recs in groups:
-        counts = rollup(recs)
+        counts = rollup((r.family, r.taxonomy) for r in recs)
         totals: dict[str, int] = defaultdict(int)
         for r in recs:
-            totals[r.get("family") or "unknown"] += 1
+            totals[r.family or "unknown"] += 1
         rows = [[td(fam)] + [td(c.get(k, 0), "num") for k in kinds] + [td(sum(c.values()), "num"), td(totals[fam], "num")]
                 for fam, c in sorted(counts.items())]
         parts.append(f"<h3>{esc(title)}</h3>" + table(["family", *kinds, "failed", "problems"], rows,
@@ -194,13 +195,13 @@ def proposals(view: RunView) -> str:
     """Every proposal with its validity and reason, the raw completion behind a <details>."""
     rows = []
     for p in view.proposals:
-        raw = p.get("raw") or ""
+        raw = p.raw or ""
         rows.append([
-            td(p["round"], "num"), td(p["idx"], "num"), f'<td class="hid">{esc(_sid(p.get("parent_id")))}</td>',
-            td(bool(p["parsed"]), "num"), td(bool(p["produced"]), "num"),
-            f'<td class="{"st-ok" if p["valid"] else "st-bad"}">{"valid" if p["valid"] else "invalid"}</td>',
-            td(p.get("reason") or "", "cell"), td(p.get("detail") or "", "cell"),
-            f'<td class="hid">{esc(_sid(p.get("harness_id")))}</td>',
+            td(p.round, "num"), td(p.idx, "num"), f'<td class="hid">{esc(_sid(p.parent_id))}</td>',
+            td(p.parsed, "num"), td(p.produced, "num"),
+            f'<td class="{"st-ok" if p.valid else "st-bad"}">{"valid" if p.valid else "invalid"}</td>',
+            td(p.reason or "", "cell"), td(p.detail or "", "cell"),
+            f'<td class="hid">{esc(_sid(p.harness_id))}</td>',
             f"<td><details><summary>{len(raw)} chars</summary><pre>{esc(clip(raw, MAX_RAW))}</pre></details></td>",
         ])
     return table(["round", "#", "parent", "parsed", "produced", "valid", "reason", "detail", "harness", "raw"],
@@ -214,9 +215,9 @@ def budgets(view: RunView) -> str:
              td(round(r["wall_s"], 1), "num")] for r in view.budget_rows()]
     out = table(["", "evaluations / proposals", "calls", "tokens", "wall s"], rows)
     if view.rounds:
-        rr = [[td(r["round"], "num"), f'<td class="hid">{esc(_sid(r["best_harness_id"]))}</td>',
-               td(r["best_score_J"], "num"), td(bool(r["improved"]), "num"), td(r["n_proposals"], "num"),
-               td(r["n_valid"], "num"), td(r["solver_calls"], "num"), td(r["tokens"], "num")] for r in view.rounds]
+        rr = [[td(r.round, "num"), f'<td class="hid">{esc(_sid(r.best_harness_id))}</td>',
+               td(r.best_score_J, "num"), td(r.improved, "num"), td(r.n_proposals, "num"),
+               td(r.n_valid, "num"), td(r.solver_calls, "num"), td(r.tokens, "num")] for r in view.rounds]
         out += "<h3>per round (cumulative solver budget)</h3>" + table(
             ["round", "best", "best score J", "improved", "proposals", "valid", "solver calls", "tokens"], rr)
     return out

@@ -2,6 +2,8 @@
 workers and brokers their model and tool calls (see docs/SANDBOX.md)."""
 
 from harnesslearn.sandbox.executor import Executor, ExecutorConfig, IsolationError
-from harnesslearn.sandbox.records import Budgets, CallRecord, RunRecord, Status
+from harnesslearn.sandbox.launcher import find_python
+from harnesslearn.sandbox.records import Budgets, CallRecord, RunRecord, Status, Tools
 
-__all__ = ["Budgets", "CallRecord", "Executor", "ExecutorConfig", "IsolationError", "RunRecord", "Status"]
+__all__ = ["Budgets", "CallRecord", "Executor", "ExecutorConfig", "IsolationError", "RunRecord", "Status", "Tools",
+           "find_python"]

@@ -1,9 +1,11 @@
 """The executor: runs ``solve(model, question)`` of one harness on many problems in sandboxed
 workers, brokers their model and tool calls, and returns one ``RunRecord`` per problem.
 
-Trust split: the ``Problem`` objects (with gold answers), the task, the solver and the budgets
-stay in this process. A worker receives the harness source, the question and its limits, and
-nothing else. Scoring is not done here (see ``harnesslearn.evaluation``).
+Trust split: the ``Problem`` objects (with gold answers), the tools (the task's search), the
+solver and the budgets stay in this process. A worker receives the harness source, the question
+and its limits, and nothing else. Scoring is not done here (see ``harnesslearn.evaluation``),
+and the executor knows nothing of tasks: it gets the tool names and the search function
+(``Tools``, built by ``evaluation.task_tools``).
 
 Pool: one slot per concurrent problem. Each slot keeps one pre-started FRESH worker that waits
 for a single job; it is used once and never reused. After the job everything running as the
@@ -24,7 +26,6 @@ import os
 import signal
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +46,9 @@ from harnesslearn.sandbox.launcher import (
     kill_uid,
     start_worker,
 )
-from harnesslearn.sandbox.records import Budgets, RunRecord, Status
+from harnesslearn.sandbox.records import Budgets, RunRecord, Status, Tools
 from harnesslearn.sandbox.uids import UidLease, lease_uid, release_all
-from harnesslearn.tasks.base import Problem, Task
+from harnesslearn.tasks.base import Problem
 
 ISOLATIONS = ("auto", "bwrap", "landlock", "none")
 
@@ -99,6 +100,22 @@ class ExecutorConfig:
             raise UserError("concurrency must be at least 1")
 
 
+async def _first_frame(w: Worker, abandon: asyncio.Event, timeout: float) -> dict[str, Any] | None:
+    """The worker's next frame; TimeoutError after ``timeout`` s or as soon as ``abandon`` is set."""
+    recv = asyncio.ensure_future(w.recv())
+    stop = asyncio.ensure_future(abandon.wait())
+    try:
+        await asyncio.wait({recv, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if not recv.done():
+        recv.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recv
+        raise TimeoutError
+    return recv.result()
+
+
 class _Slot:
     """One concurrent lane: a uid (as root) and at most one pre-started worker."""
 
@@ -119,9 +136,9 @@ class Executor:
         self._slots: list[_Slot] = []
         self._free: asyncio.Queue[_Slot] | None = None
         self._model_sem: asyncio.Semaphore | None = None
-        self._search_cache: OrderedDict[str, Any] = OrderedDict()
         self._leases: list[UidLease] = []
         self._cgroups: list[SlotCgroup] = []
+        self._tool_runs: set[asyncio.Future[str]] = set()  # python tool runs, abandoned ones included
 
     @property
     def isolation(self) -> str | None:
@@ -203,7 +220,7 @@ class Executor:
         canary = preflight.Canary()
         problem = Problem(id="preflight", question=canary.question(), answer=None)
         try:
-            rec = await self._attempt(slot, preflight.PROBE, problem, (), None, Budgets(timeout_s=15.0), refill=False)
+            rec = await self._attempt(slot, preflight.PROBE, problem, Tools(), Budgets(timeout_s=15.0), refill=False)
             return preflight.check(spec.isolation, rec.answer, str(rec.status), rec.error, canary)
         except InfraError as e:
             return [f"sandbox would not start: {e}"]
@@ -243,13 +260,15 @@ class Executor:
         for s in self._slots:
             t, s.pending = s.pending, None
             if t is not None and t.done() and not t.cancelled() and t.exception() is None:
-                pid = t.result().proc.pid
-                for child in children_of(pid):  # first, so that the launcher reaps it
+                worker = t.result()
+                for child in children_of(worker.proc.pid):  # first, so that the launcher reaps it
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(child, signal.SIGKILL)
                 time.sleep(0.05)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
+                worker.send_signal(signal.SIGKILL)
+                if worker.pidfd is not None:
+                    os.close(worker.pidfd)
+                    worker.pidfd = None
             for uid in (s.uid, s.tool_uid):
                 if uid is not None:
                     kill_uid(uid)
@@ -268,6 +287,8 @@ class Executor:
             self._kill_stale_pool()
             self._slots, self._loop = [], None
             return
+        if self._tool_runs:  # abandoned python tool runs end by themselves, soon
+            await asyncio.gather(*self._tool_runs, return_exceptions=True)
         pending = []
         for s in self._slots:
             t, s.pending = s.pending, None
@@ -292,24 +313,25 @@ class Executor:
         self,
         source: str,
         problems: Sequence[Problem],
-        task: Task,
+        tools: Tools | None = None,
         budgets: Budgets | None = None,
         on_record: Callable[[RunRecord], None] | None = None,
     ) -> list[RunRecord]:
-        """One RunRecord per problem, in order. Never raises for a harness failure."""
+        """One RunRecord per problem, in order. Never raises for a harness failure. ``tools``:
+        what the harnesses may call besides the solver (``evaluation.task_tools(task)``)."""
         await self.start()
         assert self._free is not None and self.spec is not None
         if self.spec.isolation == "none":
             sys.stderr.write("WARNING: harnesslearn is running harness code WITHOUT a sandbox "
                              "(--unsafe-no-sandbox): it can read, write and reach anything you can.\n")
         budgets = budgets or Budgets()
-        tools = tuple(task.tools)
+        tools = tools or Tools()
         free = self._free
 
         async def one(problem: Problem) -> RunRecord:
             slot = await free.get()
             try:
-                rec = await self._run_problem(slot, source, problem, task, tools, budgets)
+                rec = await self._run_problem(slot, source, problem, tools, budgets)
             finally:
                 free.put_nowait(slot)
             if on_record is not None:
@@ -325,12 +347,12 @@ class Executor:
         return records
 
     async def _run_problem(
-        self, slot: _Slot, source: str, problem: Problem, task: Task, tools: tuple[str, ...], budgets: Budgets
+        self, slot: _Slot, source: str, problem: Problem, tools: Tools, budgets: Budgets
     ) -> RunRecord:
         errors = []
         for _ in range(self.config.infra_retries + 1):
             try:
-                return await self._attempt(slot, source, problem, tools, task, budgets)
+                return await self._attempt(slot, source, problem, tools, budgets)
             except InfraError as e:
                 errors.append(str(e))
         return RunRecord(problem.id, Status.INFRA_ERROR, error=" | ".join(errors)[-2000:])
@@ -343,8 +365,7 @@ class Executor:
         return await t
 
     async def _attempt(
-        self, slot: _Slot, source: str, problem: Problem, tools: tuple[str, ...], task: Task | None,
-        budgets: Budgets, refill: bool = True,
+        self, slot: _Slot, source: str, problem: Problem, tools: Tools, budgets: Budgets, refill: bool = True,
     ) -> RunRecord:
         """One run of ``source`` on ``problem`` in the slot's fresh worker. Raises InfraError."""
         cfg = self.config
@@ -352,8 +373,8 @@ class Executor:
         broker = Broker(
             solver=self.solver, budgets=budgets, model_semaphore=self._model_sem or asyncio.Semaphore(1),
             python_tool=lambda code, timeout: self._python_tool(slot, code, timeout),
-            search_tool=lambda query, k: self._search(task, problem, query, k),
-            tools=tools, answer_max_chars=cfg.answer_max_chars,
+            search_tool=lambda query, k: self._search(tools, problem, query, k),
+            tools=tools.names, answer_max_chars=cfg.answer_max_chars,
         )
         limits = Limits(cpu_s=budgets.timeout_s + 1, memory_mb=budgets.memory_mb, nproc=cfg.nproc,
                         fsize_mb=cfg.fsize_mb, nofile=cfg.nofile)
@@ -431,20 +452,46 @@ class Executor:
 
     # ------------------------------------------------------------------ tools
     async def _python_tool(self, slot: _Slot, code: str, timeout: float) -> str:
-        """Run model-written code in a NEW sandbox with tighter limits; its output or 'Error: ...'."""
+        """Run model-written code in a NEW sandbox with tighter limits; its output or 'Error: ...'.
+
+        The tool run (worker start, job, teardown) is a task of its own, shielded from the caller:
+        when the harness's run ends mid-call (its timeout cancels the broker), cancelling a
+        process creation or a teardown half-way would make asyncio reap the child behind its
+        child watcher's back (the stray "Unknown child process pid N, will report returncode
+        255" line) or wait forever for pipes that never connected (a hung run). Instead the
+        cancelled caller only marks the run abandoned: it stops waiting for a result, kills its
+        worker and ends by itself; ``aclose`` waits for such runs."""
+        abandon = asyncio.Event()
+        run = asyncio.ensure_future(self._tool_run(slot, code, timeout, abandon))
+        self._tool_runs.add(run)
+        run.add_done_callback(self._tool_runs.discard)
+        try:
+            return await asyncio.shield(run)
+        except asyncio.CancelledError:
+            abandon.set()
+            raise
+
+    async def _tool_run(self, slot: _Slot, code: str, timeout: float, abandon: asyncio.Event) -> str:
         assert self.spec is not None
         cfg = self.config
         timeout = max(0.1, min(timeout, cfg.python_tool_timeout_s))
         limits = Limits(cpu_s=timeout + 1, memory_mb=cfg.python_tool_memory_mb, nproc=16, fsize_mb=4, nofile=32)
         async with slot.tool_lock:
-            w = await start_worker(self.spec, slot.tool_uid, output_cap=4096, max_frame=1 << 20,
-                                   start_timeout_s=cfg.start_timeout_s)
+            if abandon.is_set():
+                return "Error: abandoned"
+            try:
+                w = await start_worker(self.spec, slot.tool_uid, output_cap=4096, max_frame=1 << 20,
+                                       start_timeout_s=cfg.start_timeout_s)
+            except InfraError:
+                if abandon.is_set():  # nobody waits for it: the slot's sweep may have killed it
+                    return "Error: abandoned"
+                raise
             if slot.cgroup is not None:
                 slot.cgroup.attach([w.proc.pid, *children_of(w.proc.pid)])
             try:
                 await w.send({"type": "job", "mode": "code", "code": code, "limits": limits.job_dict(),
                               "output_max_chars": cfg.python_tool_output_chars})
-                frame = await asyncio.wait_for(w.recv(), timeout)
+                frame = await _first_frame(w, abandon, timeout)
             except TimeoutError:
                 return f"Error: timed out after {timeout:g} s"
             except ProtocolError as e:
@@ -459,20 +506,12 @@ class Executor:
             return str(frame["answer"])[: cfg.python_tool_output_chars]
         return f"Error: the code {_ended_how(w.exit_signal())} without finishing"
 
-    async def _search(self, task: Task | None, problem: Problem, query: str, k: int) -> list[dict[str, str]]:
-        if task is None:
-            raise InvalidRequest("search is not available")
-        key = f"{task.spec}\0{problem.id}"
-        index: Any = self._search_cache.get(key)
-        if index is None:
-            docs = task.search_documents(problem)
-            if docs is None:
-                raise InvalidRequest("search is not available for this task")
-            from harnesslearn.tools.search import index_for_documents
-
-            index = await asyncio.to_thread(index_for_documents, docs)  # shared across questions of one corpus
-            self._search_cache[key] = index
-            while len(self._search_cache) > 256:
-                self._search_cache.popitem(last=False)
-        self._search_cache.move_to_end(key)
-        return list(await asyncio.to_thread(index.search, query, k))
+    @staticmethod
+    async def _search(tools: Tools, problem: Problem, query: str, k: int) -> list[dict[str, str]]:
+        """The task's search (its indexes live with the task), in a thread: it may build an index."""
+        if tools.search is None:
+            raise InvalidRequest("search is not available for this task")
+        try:
+            return list(await asyncio.to_thread(tools.search, problem, query, k))
+        except LookupError as e:
+            raise InvalidRequest(str(e) or "search is not available for this task") from None

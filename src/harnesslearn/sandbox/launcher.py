@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -30,6 +31,7 @@ import socket
 import stat
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -66,15 +68,29 @@ def _world_executable(path: str) -> bool:
     return True
 
 
+@functools.cache
+def _new_enough(python: str) -> bool:
+    """Whether ``python`` runs and is Python 3.11 or newer (the worker's requirement)."""
+    try:
+        out = subprocess.run([python, "-I", "-S", "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.stdout.strip() == "True"
+
+
 def find_python(override: str | None = None) -> str:
     """The worker interpreter: ``override``, else the first of ``PYTHON_CANDIDATES`` that an
-    unprivileged uid can execute. Raises UserError when none is usable."""
-    candidates = [override] if override else list(PYTHON_CANDIDATES)
-    for c in candidates:
-        if c and _world_executable(c):
-            return c
+    unprivileged uid can execute and that is Python 3.11+, else the real path of the interpreter
+    running this process when any uid can execute it (a venv's base python). Raises UserError
+    when none is usable."""
     if override:
+        if _world_executable(override):
+            return override
         raise UserError(f"worker interpreter {override} is not an ELF binary executable by any uid")
+    for c in (*PYTHON_CANDIDATES, os.path.realpath(sys.executable)):
+        if _world_executable(c) and _new_enough(c):
+            return c
     raise UserError("no worker interpreter found (need a world-executable python3.11+, e.g. apt-get install python3)")
 
 
@@ -263,6 +279,7 @@ class Worker:
     stderr: CappedBuffer = field(default_factory=lambda: CappedBuffer(0))
     drains: list[asyncio.Task[None]] = field(default_factory=list)
     killed: bool = False
+    pidfd: int | None = None  # pins the process: signals through it never reach a reused pid
 
     async def send(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
@@ -306,13 +323,13 @@ class Worker:
                 # (landlock / none: the worker is the process itself) there is nothing to wait for
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.proc.wait(), 0.5)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
+        self.send_signal(signal.SIGKILL)
         if self.uid is not None:
             await asyncio.to_thread(kill_uid, self.uid)
         await self.proc.wait()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
         self.writer.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*self.drains, return_exceptions=True), 2.0)
@@ -320,6 +337,24 @@ class Worker:
             t.cancel()
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the worker's process group and to the worker, through its pidfd.
+
+        Never ``self.proc.kill()``: Popen.send_signal first polls, and that poll reaps an exited
+        child before asyncio's child watcher does, which then logs "Unknown child process pid N,
+        will report returncode 255" (the stray line seen before). Nothing here waits for or reaps
+        the child: only the watcher does (``await self.proc.wait()``)."""
+        if self.pidfd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self.pidfd, 0)  # still unreaped, so its pid (= its group) is its own
+        except ProcessLookupError:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)  # a new session: the group is the worker and what it started
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, sig)
 
     def exit_signal(self) -> int | None:
         """The signal that ended the worker (bwrap reports it as 128+N), if any."""
@@ -364,8 +399,13 @@ async def start_worker(
         raise InfraError(f"sandbox would not start: {e}") from None
     finally:
         child.close()
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except ProcessLookupError:  # already gone (and reaped): nothing left to signal
+        pidfd = None
     reader, writer = await asyncio.open_connection(sock=parent, limit=2**16)
-    w = Worker(proc, reader, writer, nonce, uid, max_frame, workdir, CappedBuffer(output_cap), CappedBuffer(output_cap))
+    w = Worker(proc, reader, writer, nonce, uid, max_frame, workdir, CappedBuffer(output_cap), CappedBuffer(output_cap),
+               pidfd=pidfd)
     w.drains = [asyncio.create_task(_drain(proc.stdout, w.stdout)), asyncio.create_task(_drain(proc.stderr, w.stderr))]
     try:
         ready = await asyncio.wait_for(w.recv(), start_timeout_s)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harnesslearn.tasks.base import Problem
 
 
 class Status(StrEnum):
@@ -28,6 +32,16 @@ class Budgets:
     max_tokens: int = 8192  # prompt + completion tokens over all calls
     memory_mb: int = 1024  # address space of the worker
     tool_calls: int = 16  # python/search tool calls
+
+
+@dataclass(frozen=True)
+class Tools:
+    """What a harness may call besides the solver: the tool names its task allows, and the
+    task's ``search`` (trusted side; blocking, so the executor runs it in a thread). The executor
+    needs nothing else of the task."""
+
+    names: tuple[str, ...] = ()
+    search: Callable[[Problem, str, int], list[dict[str, str]]] | None = None
 
 
 @dataclass

@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
+from harnesslearn import specs
 from harnesslearn.errors import UserError
 from harnesslearn.tasks.base import SPLITS, Problem, Score, SplitSizes, Task, split_of
 from harnesslearn.tasks.families import FAMILY_SETS, family_set
@@ -70,22 +70,10 @@ def parse_value(raw: str) -> Any:
 
 
 def parse_spec(spec: str) -> tuple[str, str, Options]:
-    """``PREFIX:REST?k=v&k2=v2`` -> (prefix, rest, options)."""
-    prefix, sep, rest = spec.partition(":")
-    if not sep:
-        raise UserError(f"task spec {spec!r} needs a prefix such as rg:FAMILY or jsonl:PATH")
-    rest, _, query = rest.partition("?")
-    options: Options = {}
-    if query:
-        try:
-            pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
-        except ValueError:
-            raise UserError(f"task spec {spec!r}: options must look like ?key=value&key2=value") from None
-        for k, v in pairs:
-            if k in options:
-                raise UserError(f"task spec {spec!r}: option {k!r} given twice")
-            options[k] = parse_value(v)
-    return prefix, rest, options
+    """``PREFIX:REST?k=v&k2=v2`` -> (prefix, rest, options), values typed by ``parse_value``
+    (the shared parser ``harnesslearn.specs.parse_spec`` splits the spec)."""
+    s = specs.parse_spec(spec, "task spec", "a prefix such as rg:FAMILY or jsonl:PATH")
+    return s.prefix, s.name, {k: parse_value(v) for k, v in s.options.items()}
 
 
 def _take_bool(options: Options, key: str, spec: str) -> bool:
@@ -162,10 +150,8 @@ register_task_kind(
 # ---------------------------------------------------------------------- public API
 def load_task(spec: str, *, split_sizes: SplitSizes | None = None) -> Task:
     """Build a task from its spec. Raises ``UserError`` (one line) for any bad input."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise UserError("empty task spec")
-    spec = spec.strip()
     prefix, rest, options = parse_spec(spec)
+    spec = spec.strip()
     kind = TASK_KINDS.get(prefix)
     if kind is None:
         close = difflib.get_close_matches(prefix, list(TASK_KINDS), n=1)

@@ -98,6 +98,16 @@ class Task(ABC):
         """Documents for the ``search`` tool ({"title", "text"}), or None if not a QA task."""
         return None
 
+    def search(self, problem: Problem, query: str, k: int) -> list[dict[str, str]]:
+        """The ``search`` tool (trusted side): BM25 over ``search_documents(problem)``, indexes
+        kept by this task. LookupError when the task has no documents for the problem."""
+        searcher = self.__dict__.get("_searcher")
+        if searcher is None:
+            from harnesslearn.tools.search import DocumentSearch
+
+            searcher = self.__dict__["_searcher"] = DocumentSearch(self.search_documents)
+        return list(searcher(problem, query, k))
+
 
 class FileTask(Task):
     """A task over a finite list of problems read from a file: candidates are the list shuffled

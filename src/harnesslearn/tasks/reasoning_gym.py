@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
+from harnesslearn.fsutil import atomic_write_bytes
 from harnesslearn.tasks.base import Problem, Score, SplitSizes, Task, split_of
 from harnesslearn.tasks.rg_pinned import BATCH as PINNED_BATCH
 from harnesslearn.tasks.rg_pinned import (
@@ -224,11 +225,7 @@ class RGTask(Task):
     def _store(path: Path, entry: dict[str, Any]) -> None:
         """Best effort: an item that cannot be pickled or a read-only cache just is not cached."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            with open(tmp, "wb") as f:
-                pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+            atomic_write_bytes(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
         except (OSError, pickle.PicklingError, TypeError, AttributeError):
             pass
 

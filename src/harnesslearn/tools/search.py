@@ -15,7 +15,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,37 @@ def index_for_documents(documents: Sequence[dict[str, Any]]) -> SearchIndex:
         while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
             _INDEX_CACHE.popitem(last=False)
     return index
+
+
+class DocumentSearch:
+    """The ``search`` tool of one task (trusted side): BM25 over the documents ``documents_of``
+    gives for a problem, one index per problem, built on first use and kept (the last 256;
+    identical document sets share one index through ``index_for_documents``)."""
+
+    def __init__(self, documents_of: Callable[[Any], Sequence[dict[str, Any]] | None], size: int = 256) -> None:
+        self.documents_of = documents_of
+        self.size = size
+        self._indexes: OrderedDict[str, SearchIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, problem: Any, query: str, k: int) -> list[Document]:
+        """Up to ``k`` documents for ``query`` among ``problem``'s. LookupError when the task has
+        no documents for it (not a QA task)."""
+        key = str(problem.id)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is not None:
+                self._indexes.move_to_end(key)
+        if index is None:
+            docs = self.documents_of(problem)
+            if docs is None:
+                raise LookupError("search is not available for this task")
+            index = index_for_documents(docs)
+            with self._lock:
+                self._indexes[key] = index
+                while len(self._indexes) > self.size:
+                    self._indexes.popitem(last=False)
+        return index.search(query, k)
 
 
 def read_corpus(path: str | Path) -> list[Document]:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import yaml
 
 from harnesslearn.errors import UserError
+from harnesslearn.proposer import Prime, Style
 
 PAPER_TRAIN = ["codeio", "maze", "rotten_oranges", "simple_geometry", "tower_of_hanoi"]
 
@@ -61,7 +62,7 @@ class SFTDataConfig(Common):
     candidates: int = _f(8, "Teacher completions per context.")
     temperature: float = _f(0.8, "Teacher sampling temperature.")
     max_tokens: int = _f(2048, "Teacher completion length limit, tokens.")
-    style: str = _f("canonical", "Prompt style: canonical | varied.")
+    style: Style = _f("canonical", "Prompt style: canonical | varied.")
     min_gain: float = _f(0.0, "Keep a revision only if J(revision) - J(seed) is greater than this.")
     max_source_chars: int = _f(12000, "Quality screen: largest revised harness, characters.")
     max_source_lines: int = _f(300, "Quality screen: largest revised harness, lines.")
@@ -123,8 +124,8 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     temperature: float = _f(1.0, "Policy sampling temperature during rollouts.")
     beta: float = _f(0.0, "KL coefficient (0: no reference model).")
     seed_harnesses: list[str] = _f(["minimal"], "Seed harnesses contexts start from (names, .py paths, or style:NAME).")
-    style: str = _f("canonical", "Prompt style: canonical | varied (the format-varied variant).")
-    prime: str = _f("search", "How prompts end: search (an open SEARCH marker) | rewrite (the whole solve is "
+    style: Style = _f("canonical", "Prompt style: canonical | varied (the format-varied variant).")
+    prime: Prime = _f("search", "How prompts end: search (an open SEARCH marker) | rewrite (the whole solve is "
                     "searched and the policy writes its new body; much higher validity for weak base models).")
     multistep: bool = _f(False, "Multistep variant: contexts from revision sequences of the policy as it is when "
                          "the command starts (run an epoch per invocation with resume to refresh them).")
@@ -152,6 +153,11 @@ def _check_type(name: str, value: Any, hint: Any) -> Any:
             except UserError as e:
                 errors.append(str(e))
         raise UserError(f"config key {name!r}: {value!r} does not fit {hint}")
+    if origin is typing.Literal:
+        if value in typing.get_args(hint):
+            return value
+        raise UserError(f"config key {name!r} must be one of {', '.join(map(str, typing.get_args(hint)))} "
+                        f"(got {value!r})")
     if hint is type(None):
         if value is None:
             return None
@@ -196,10 +202,6 @@ def _check_ranges(cfg: Any) -> None:
         v = getattr(cfg, name, None)
         if isinstance(v, int) and v < 1:
             raise UserError(f"config key {name!r} must be >= 1 (got {v})")
-    if getattr(cfg, "prime", "search") not in ("search", "rewrite"):
-        raise UserError(f"config key 'prime' must be search or rewrite (got {cfg.prime!r})")
-    if getattr(cfg, "style", "canonical") not in ("canonical", "varied"):
-        raise UserError(f"config key 'style' must be canonical or varied (got {cfg.style!r})")
     if getattr(cfg, "isolation", "auto") not in ("auto", "bwrap", "landlock", "none"):
         raise UserError(f"config key 'isolation' must be auto, bwrap, landlock or none (got {cfg.isolation!r})")
 

@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
+from harnesslearn.evaluation import improves
 from harnesslearn.harness import SEEDS, Harness, check_source, load_harness, normalise
+from harnesslearn.proposer import Prime, Style
 from harnesslearn.sandbox.records import Budgets
+from harnesslearn.seeding import child_seed
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def plan_contexts(
     for i in range(n):
         fam = families[i % len(families)]
         sh = seed_harnesses[(i // len(families)) % len(seed_harnesses)]
-        pseed = seed * 1_000_003 + i
+        pseed = child_seed(seed, i)
         k = rng.randint(0, multistep_max_rounds) if multistep_max_rounds > 0 else 0
         name = Path(task_spec(fam).split(":", 1)[1].split("?")[0]).stem
         plans.append(ContextPlan(f"c{i:05d}-{name}", task_spec(fam), sh, pseed, k))
@@ -107,8 +110,8 @@ class Builder:
     n_feedback: int
     n_score: int
     n_traces: int = 4
-    style: str = "canonical"
-    prime: str = "search"
+    style: Style = "canonical"
+    prime: Prime = "search"
     budgets: Budgets | None = None
     proposer: Any = None  # a ModelBackend (multistep only)
     candidates: int = 2
@@ -136,7 +139,7 @@ class Builder:
                                 progress=False)
             if parent_J is None:
                 parent_J = await score(harness)
-            prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,  # type: ignore[arg-type]
+            prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,
                                   n_traces=self.n_traces, rng_seed=plan.seed + rnd)
             texts = await propose(self.proposer, prompt, self.candidates, temperature=self.temperature,
                                   max_tokens=self.max_tokens, seed=plan.seed * 31 + rnd * 7)
@@ -147,14 +150,14 @@ class Builder:
                 if ed.valid and ed.source is not None:
                     child = Harness(ed.source, parent_id=harness.id, edit=text)
                     J = await score(child)
-                    if J is not None and parent_J is not None and J > parent_J and (best is None or J > best[0]):
+                    if J is not None and improves(J, parent_J) and (best is None or J > best[0]):
                         best = (J, child)
                 history.append(Attempt(rnd + 1, i, ed.valid, str(ed.reason) if ed.reason else None, parent_J, J, text))
             if best is not None:
                 parent_J, harness = best
         fb = await evaluate(harness, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
                             progress=False)
-        prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,  # type: ignore[arg-type]
+        prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,
                               n_traces=self.n_traces, rng_seed=plan.seed)
         return Context(plan.id, plan.task_spec, plan.seed, harness, prompt, plan.rounds, parent_J)
 

@@ -14,6 +14,14 @@ completions, in micro batches of ``micro_batch`` (gradient accumulation makes up
 one epoch is ``contexts_per_epoch`` contexts. Logged per generation batch through TRL's
 ``report_to`` as ``reward_parts/{reward,J,parse_rate,produce_rate,completion_rate,none_rate}``, written
 to the run store's ``rewards`` table and to the rollout export (``rollouts.py``).
+
+Instrumentation (``GRPOHooks``, the public extension point; experiments/h200_grpo.py uses it):
+``on_start`` receives a ``GRPORun`` (the trainer, for callbacks; the solver backend in use; the
+rollout sink with the reward parts; the sandbox isolation in use) before training starts, and
+``on_phase_start``/``on_phase_end`` bracket two phases of each update: ``reward`` (the execution
+reward of a generation batch) and ``generation`` (from the start of the update to its reward
+call: TRL's sampling plus its prompt preparation; TRL offers no public hook around sampling
+alone, so this is measured from the outside with a trainer callback and the reward call).
 """
 
 from __future__ import annotations
@@ -23,13 +31,16 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import asdict
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
+from harnesslearn.models.base import ModelBackend
+from harnesslearn.sandbox import Executor, ExecutorConfig
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.config import GRPOTrainConfig, trainer_kwargs
 from harnesslearn.training.contexts import (
@@ -64,16 +75,79 @@ class LoopThread:
         self.thread.join(timeout=10)
 
 
+@dataclass(frozen=True)
+class GRPORun:
+    """What ``GRPOHooks.on_start`` receives."""
+
+    trainer: Any  # the TRL GRPOTrainer: add transformers TrainerCallbacks with trainer.add_callback
+    solver: ModelBackend  # the frozen solver the execution reward runs harnesses with
+    rollouts: RolloutSink  # .history: the reward parts of every generation batch so far
+    isolation: str | None  # the sandbox isolation in use (bwrap | landlock | none)
+
+
+class GRPOHooks:
+    """Observe a GRPO run: subclass and override what you need (every method is a no-op here).
+    Times are ``time.time()`` seconds. Called on the training thread."""
+
+    def on_start(self, run: GRPORun) -> None:
+        """Once, after the trainer is built and before training starts."""
+
+    def on_phase_start(self, name: str) -> None:
+        """A phase of an update begins ("generation" at the update's start, "reward")."""
+
+    def on_phase_end(self, name: str, start: float, end: float) -> None:
+        """A phase of an update ended. A "generation" phase ends at the update's reward call
+        (an update that reuses buffered completions has none)."""
+
+
+class PhaseClock:
+    """Turns the start of each update (a trainer callback) and each reward call into phases."""
+
+    def __init__(self, hooks: GRPOHooks) -> None:
+        self.hooks = hooks
+        self.update_start: float | None = None
+
+    def update_started(self) -> None:
+        self.update_start = time.time()
+        self.hooks.on_phase_start("generation")
+
+    @contextmanager
+    def reward(self) -> Iterator[None]:
+        t = time.time()
+        if self.update_start is not None:
+            self.hooks.on_phase_end("generation", self.update_start, t)
+            self.update_start = None
+        self.hooks.on_phase_start("reward")
+        try:
+            yield
+        finally:
+            self.hooks.on_phase_end("reward", t, time.time())
+
+    def callback(self) -> Any:
+        """A transformers TrainerCallback that marks the start of every update."""
+        from transformers import TrainerCallback
+
+        clock = self
+
+        class UpdateClock(TrainerCallback):  # type: ignore[misc]
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                clock.update_started()
+
+        return UpdateClock()
+
+
 class ExecutionReward:
     """The TRL reward function: ``harness_reward`` over the whole batch, with logging."""
 
     __name__ = "execution_reward"
 
     def __init__(self, runner: LoopThread, executor: Any, tasks: dict[str, Any], sink: RolloutSink, *,
-                 n_score: int, budgets: Budgets | None, max_completion_length: int = 10**9) -> None:
+                 n_score: int, budgets: Budgets | None, max_completion_length: int = 10**9,
+                 clock: PhaseClock | None = None) -> None:
         self.runner, self.executor, self.tasks, self.sink = runner, executor, tasks, sink
         self.max_completion_length = max_completion_length
         self.n_score, self.budgets = n_score, budgets
+        self.clock = clock or PhaseClock(GRPOHooks())
 
     def __call__(self, prompts: list[str], completions: list[str], context_id: list[str], task_spec: list[str],
                  seed: list[int], parent_source: list[str], trainer_state: Any = None,
@@ -86,7 +160,8 @@ class ExecutionReward:
         parents = [Harness(source=s) for s in parent_source]
         requests = [RewardRequest(p, text, self.tasks[spec], int(sd))
                     for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
-        results = self.runner.run(harness_rewards(requests, self.executor, n=self.n_score, budgets=self.budgets))
+        with self.clock.reward():
+            results = self.runner.run(harness_rewards(requests, self.executor, n=self.n_score, budgets=self.budgets))
         step = int(getattr(trainer_state, "global_step", 0) or 0)
         cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res)
                  for cid, spec, sd, par, pr, comp, prop, res
@@ -118,9 +193,8 @@ def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
     return cfg.micro_batch, per_update // cfg.micro_batch
 
 
-async def _open_executor(cfg: GRPOTrainConfig) -> Any:
+async def _open_executor(cfg: GRPOTrainConfig) -> Executor:
     from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Executor, ExecutorConfig
 
     solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
     kw: dict[str, Any] = {"isolation": cfg.isolation}
@@ -163,11 +237,10 @@ def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: Any, task
     return contexts
 
 
-def run_grpo(cfg: GRPOTrainConfig, *, on_trainer: Callable[[Any], None] | None = None) -> dict[str, Any]:
+def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[str, Any]:
     """Train; returns a summary (steps, contexts, reward parts per logged batch, paths, timings).
 
-    ``on_trainer`` (optional) is called with the built ``GRPOTrainer`` just before training starts:
-    an extension point for instrumentation (callbacks, timers; see experiments/h200_grpo.py)."""
+    ``hooks`` (optional) observe the run (see ``GRPOHooks``; experiments/h200_grpo.py)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -190,8 +263,10 @@ def run_grpo(cfg: GRPOTrainConfig, *, on_trainer: Callable[[Any], None] | None =
         t_contexts = time.perf_counter() - t1
         out = Path(cfg.output_dir)
         sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
+        hooks = hooks or GRPOHooks()
+        clock = PhaseClock(hooks)
         reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg),
-                                 max_completion_length=cfg.max_completion_length)
+                                 max_completion_length=cfg.max_completion_length, clock=clock)
         args = GRPOConfig(
             **trainer_kwargs(cfg),
             per_device_train_batch_size=micro,
@@ -210,8 +285,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, on_trainer: Callable[[Any], None] | None =
             peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout,
                                                              cfg.target_modules),
         )
-        if on_trainer is not None:
-            on_trainer(trainer)
+        trainer.add_callback(clock.callback())
+        hooks.on_start(GRPORun(trainer, executor.solver, sink, executor.isolation))
         t2 = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
         t_train = time.perf_counter() - t2

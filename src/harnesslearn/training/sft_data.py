@@ -28,6 +28,7 @@ from typing import Any
 
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.sandbox.records import Budgets
+from harnesslearn.seeding import child_seed
 from harnesslearn.training.config import SFTDataConfig
 from harnesslearn.training.contexts import load_tasks, task_spec
 from harnesslearn.training.screen import KINDS, classify_revision, screen
@@ -49,10 +50,10 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: Any, task: An
     from harnesslearn.proposer import build_prompt, propose
 
     budgets = Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
-    pseed = cfg.seed * 1_000_003 + ctx_index
+    pseed = child_seed(cfg.seed, ctx_index)
     fb = await evaluate(seed_h, task, "feedback", cfg.n_feedback, pseed, executor, budgets, progress=False)
     before = await evaluate(seed_h, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
-    prompt = build_prompt(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)  # type: ignore[arg-type]
+    prompt = build_prompt(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)
     texts = await propose(teacher, prompt, cfg.candidates, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                           seed=pseed)
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
