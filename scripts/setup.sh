@@ -21,7 +21,7 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 extras="local,qwen,llamacpp,train"
-[ "$want_test" = 1 ] && extras="$extras,dev"
+[ "$want_test" = 1 ] && extras="$extras,dev,ray"  # the tests run the Ray executor on a real local cluster
 # llama-cpp-python builds from source (~12 min on 2 cores); pip caches the built wheel, and a
 # wheel left in ~/.cache/harnesslearn/wheels is used as is.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"

@@ -3,10 +3,14 @@ are kept with provenance, the others are counted by why they were dropped."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 TEACHER = r'''
 COMPUTE = """<<<<<<< SEARCH
@@ -35,7 +39,12 @@ def teach(prompt, seed=0, **kw):
 '''
 
 
-def test_sft_data_keeps_improved_screened_revisions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", [
+    "local",
+    pytest.param("ray", marks=pytest.mark.skipif(importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
+                                                 reason="needs the ray extra")),
+])
+def test_sft_data_keeps_improved_screened_revisions(tmp_path: Path, executor: str) -> None:
     rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(200)]
     (tmp_path / "arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
@@ -48,8 +57,8 @@ def test_sft_data_keeps_improved_screened_revisions(tmp_path: Path) -> None:
         "contexts_per_family: 2\ncandidates: 3\nn_feedback: 2\nn_score: 3\nn_traces: 1\nseed: 1\n"
         f"out: {tmp_path / 'sft.jsonl'}\nrun_dir: {tmp_path / 'run'}\n"
     )
-    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "train", "sft-data", "--config", str(cfg), "--json"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "train", "sft-data", "--config", str(cfg), "--json",
+                        "--executor", executor], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
     # propose() samples candidate i with seed pseed + i, pseed = child_seed(seed=1, context): per context the

@@ -2,7 +2,7 @@
 
 Public API (internals may move; import from here)::
 
-    from harnesslearn import load_harness, apply_proposal, load_task, load_model, evaluate
+    from harnesslearn import load_harness, apply_proposal, load_task, load_model, evaluate, build_executor
     from harnesslearn import AdaptSettings, Store
     from harnesslearn.adapt import adapt  # (the module and the function share the name)
 """
@@ -27,6 +27,7 @@ __all__ = [
     "UserError",
     "__version__",
     "apply_proposal",
+    "build_executor",
     "check_source",
     "evaluate",
     "harness_id",
@@ -40,13 +41,14 @@ __all__ = [
 if TYPE_CHECKING:
     from harnesslearn.evaluation import evaluate
     from harnesslearn.models import load_model
+    from harnesslearn.sandbox import build_executor
     from harnesslearn.settings import AdaptSettings
     from harnesslearn.store import Store
     from harnesslearn.tasks import load_task
 
 _LAZY = {  # name -> module: imported on first use, so `import harnesslearn` stays light
     "load_task": "harnesslearn.tasks", "load_model": "harnesslearn.models", "evaluate": "harnesslearn.evaluation",
-    "AdaptSettings": "harnesslearn.settings", "Store": "harnesslearn.store",
+    "AdaptSettings": "harnesslearn.settings", "Store": "harnesslearn.store", "build_executor": "harnesslearn.sandbox",
 }
 
 

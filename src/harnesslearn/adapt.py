@@ -55,10 +55,13 @@ from harnesslearn.taxonomy import classify_result
 
 if TYPE_CHECKING:
     from harnesslearn.sandbox.executor import Executor
+    from harnesslearn.sandbox.ray_executor import RayExecutor
+
+    AnyExecutor = Executor | RayExecutor
 
 ORACLE_LABEL = "oracle best-of-N: selected on the TEST split, an upper bound for comparison only"
 
-EvaluateFn = Callable[["Harness", Task, str, int, int, "Executor", "Budgets | None", bool], Awaitable[Evaluation]]
+EvaluateFn = Callable[["Harness", Task, str, int, int, "AnyExecutor", "Budgets | None", bool], Awaitable[Evaluation]]
 
 
 class RoundSummary(TypedDict):
@@ -135,7 +138,7 @@ class Loop:
     run_id: str
     task: Task
     proposer: ModelBackend
-    executor: Executor
+    executor: AnyExecutor
     evaluate_fn: EvaluateFn
     settings: AdaptSettings
     progress: bool
@@ -355,7 +358,7 @@ async def adapt(
     resume: bool = False,
     seed_harness: Harness | None = None,
     progress: bool = True,
-    executor: Executor | None = None,
+    executor: AnyExecutor | None = None,
     evaluate_fn: EvaluateFn | None = None,
 ) -> AdaptResult:
     """Adapt a harness to ``task`` with ``settings`` (defaults when None); see the module

@@ -33,6 +33,9 @@ train_app = typer.Typer(no_args_is_help=True, help="Train the proposer: sft-data
 app.add_typer(train_app, name="train")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")]
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", help="Where harness runs execute: local | ray (a local Ray instance) | ray:auto | ray:HOST:PORT | "
+                       "ray://HOST:PORT (Ray Client).")]
 
 
 def write_output(path: str, text: str) -> None:
@@ -171,17 +174,19 @@ def run(
     harness: Annotated[str, typer.Argument(help="A .py file or a shipped seed name (minimal, qa_minimal).")],
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
     solver: Annotated[str, typer.Option("--solver", help="Solver model spec, e.g. openai:NAME or python:FILE.py:FN.")],
-    solver_base_url: Annotated[str | None, typer.Option("--solver-base-url", help="Base URL for openai: solvers.")] = None,
+    solver_base_url: Annotated[list[str] | None, typer.Option(
+        "--solver-base-url", help="Base URL for openai: solvers; repeat it for a pool of servers.")] = None,
     split: Annotated[str, typer.Option("--split", help="feedback, score or test.")] = "score",
     n: Annotated[int, typer.Option("--n", min=1, max=MAX_PROBLEMS, help="Number of problems.")] = 20,
     seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Problem sampling seed.")] = 0,
     timeout: Annotated[float, typer.Option(
         "--timeout", min=0.1, max=MAX_TIMEOUT_S, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, max=MAX_CONCURRENCY, help="Problems in flight at once.")] = None,
+        "--concurrency", min=1, max=MAX_CONCURRENCY, help="Problems in flight at once (per node with a Ray executor).")] = None,
     unsafe_no_sandbox: Annotated[
         bool, typer.Option("--unsafe-no-sandbox", help="Run harness code WITHOUT isolation (unsafe; warns on every run).")
     ] = False,
+    executor: ExecutorOpt = "local",
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate one harness on a task split in sandboxed workers and print its score J."""
@@ -189,27 +194,28 @@ def run(
 
     from harnesslearn.evaluation import Evaluation, evaluate
     from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+    from harnesslearn.sandbox import Budgets, ExecutorConfig, build_executor, parse_executor
     from harnesslearn.tasks import load_task
 
+    parse_executor(executor)
     h = _harness_for_run(harness)
     t = load_task(task)
     model = load_model(solver, base_url=solver_base_url)
     config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
-    if concurrency is not None:
-        config.concurrency = concurrency
+    ex = build_executor(executor, model, config, concurrency=concurrency)
     budgets = Budgets(timeout_s=timeout)
 
     async def go() -> Evaluation:
         try:
-            async with Executor(model, config) as ex:
+            async with ex:
                 return await evaluate(h, t, split, n, seed, ex, budgets=budgets, progress=True)
         finally:
             await model.aclose()
 
     ev = asyncio.run(go())
     result = ev.to_json()
-    result["model_stats"] = model.stats()  # calls, tokens, cache hits, retries, faults, infra errors
+    result["model_stats"] = model.stats()  # calls, tokens, cache hits, retries, faults, infra errors; endpoints
+    result["executor"] = ex.stats()  # local, or the Ray actors, their nodes and the problems dispatched again
     j = "n/a (all runs hit infrastructure failures)" if ev.J is None else f"{ev.J:.3f}"
     rate = "n/a" if ev.completion_rate is None else f"{ev.completion_rate:.0%}"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(ev.status_counts().items()))
@@ -304,7 +310,8 @@ def adapt(
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
     solver: Annotated[str, typer.Option("--solver", help="Solver model spec (frozen), e.g. local:gemma-3-270m.")],
     proposer: Annotated[str, typer.Option("--proposer", help="Proposer model spec (writes the edits).")],
-    solver_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: solver.")] = None,
+    solver_base_url: Annotated[list[str] | None, typer.Option(
+        help="Base URL for an openai: solver; repeat it for a pool of servers.")] = None,
     proposer_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: proposer.")] = None,
     rounds: Annotated[int, typer.Option("--rounds", help=H("rounds"))] = 3,
     candidates: Annotated[int, typer.Option("--candidates", help=H("candidates"))] = 4,
@@ -323,6 +330,7 @@ def adapt(
     temperature: Annotated[float, typer.Option("--proposer-temperature", help=H("temperature"))] = 0.8,
     prime: Annotated[str, typer.Option("--proposer-prime", help=H("prime"))] = "search",
     concurrency: Annotated[int | None, typer.Option("--concurrency", help=H("concurrency"))] = None,
+    executor: ExecutorOpt = "local",
     as_json: JsonOpt = False,
 ) -> None:
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
@@ -332,6 +340,7 @@ def adapt(
     from harnesslearn.harness import load_harness
     from harnesslearn.models import load_model
     from harnesslearn.proposer import PRIMES
+    from harnesslearn.sandbox import build_executor, parse_executor
     from harnesslearn.sandbox.records import Budgets
     from harnesslearn.settings import STRATEGIES, choose
     from harnesslearn.tasks import load_task
@@ -347,16 +356,20 @@ def adapt(
         raise UserError("--run-dir must not be empty")
     if resume and run_dir is None:
         raise UserError("--resume needs --run-dir (the run directory to continue)")
+    parse_executor(executor)
     t = load_task(task)
     seed_h = load_harness(harness) if harness else None
     solver_m = load_model(solver, base_url=solver_base_url)
     proposer_m = load_model(proposer, base_url=proposer_base_url)
+    ex = build_executor(executor, solver_m, concurrency=settings.concurrency)
 
     async def go() -> dict[str, Any]:
         try:
-            r = await run_adapt(t, solver_m, proposer_m, settings, run_dir=run_dir, resume=resume, seed_harness=seed_h)
+            r = await run_adapt(t, solver_m, proposer_m, settings, run_dir=run_dir, resume=resume, seed_harness=seed_h,
+                                executor=ex)
             return r.to_json()
         finally:
+            await ex.aclose()
             await solver_m.aclose()
             await proposer_m.aclose()
 
@@ -425,15 +438,29 @@ def report(
 ConfigOpt = Annotated[Path, typer.Option("--config", help="YAML config (see configs/paper and configs/tiny).")]
 
 
+TrainExecutorOpt = Annotated[str | None, typer.Option(
+    "--executor", help="Where harness runs execute (overrides the config's executor): local | ray | ray:auto | "
+                       "ray:HOST:PORT | ray://HOST:PORT.")]
+
+
+def _with_executor(cfg: Any, executor: str | None) -> Any:
+    if executor is not None:
+        from harnesslearn.sandbox import parse_executor
+
+        parse_executor(executor)
+        cfg.executor = executor
+    return cfg
+
+
 @train_app.command("sft-data")
-def train_sft_data(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+def train_sft_data(config: ConfigOpt, executor: TrainExecutorOpt = None, as_json: JsonOpt = False) -> None:
     """Teacher revisions of the seed on the training families, filtered into a chat JSONL."""
     import asyncio
 
     from harnesslearn.training.config import SFTDataConfig, load_config
     from harnesslearn.training.sft_data import generate
 
-    result = asyncio.run(generate(load_config(SFTDataConfig, config)))
+    result = asyncio.run(generate(_with_executor(load_config(SFTDataConfig, config), executor)))
     share = ", ".join(f"{k} {v:.0%}" for k, v in result["kind_share"].items())
     emit(result, as_json, f"kept {result['kept']} of {result['candidates']} revisions -> {result['out']} ({share})")
 
@@ -449,12 +476,12 @@ def train_sft(config: ConfigOpt, as_json: JsonOpt = False) -> None:
 
 
 @train_app.command("grpo")
-def train_grpo(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+def train_grpo(config: ConfigOpt, executor: TrainExecutorOpt = None, as_json: JsonOpt = False) -> None:
     """GRPO of the proposer with the execution reward (TRL GRPOTrainer + LoRA)."""
     from harnesslearn.training.config import GRPOTrainConfig, load_config
     from harnesslearn.training.grpo import run_grpo
 
-    result = run_grpo(load_config(GRPOTrainConfig, config))
+    result = run_grpo(_with_executor(load_config(GRPOTrainConfig, config), executor))
     emit(result, as_json, f"{result['steps']} steps on {result['contexts']} contexts, adapter {result['adapter']}, "
          f"rollouts {result['rollouts']}")
 

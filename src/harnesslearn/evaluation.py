@@ -18,6 +18,7 @@ from harnesslearn.tasks.base import Problem, Task
 
 if TYPE_CHECKING:
     from harnesslearn.sandbox.executor import Executor
+    from harnesslearn.sandbox.ray_executor import RayExecutor
 
 
 @dataclass
@@ -116,7 +117,9 @@ class Evaluation:
 def task_tools(task: Task) -> Tools:
     """The tools a harness may call on ``task``: its tool names and, when it allows ``search``,
     the task's own search (its indexes stay with the task, across evaluations)."""
-    return Tools(tuple(task.tools), task.search if "search" in task.tools else None)
+    if "search" not in task.tools:
+        return Tools(tuple(task.tools))
+    return Tools(tuple(task.tools), task.search, task.search_documents)
 
 
 def improves(candidate_J: float | None, parent_J: float | None) -> bool:
@@ -186,7 +189,7 @@ async def evaluate(
     split: str,
     n: int,
     seed: int,
-    executor: Executor,
+    executor: Executor | RayExecutor,
     budgets: Budgets | None = None,
     progress: bool = True,
     problems: list[Problem] | None = None,

@@ -13,6 +13,7 @@ import difflib
 import importlib
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +75,7 @@ def _cache_enabled(cls: type[Backend], cache: bool | None) -> bool:
     return cls.CACHE_BY_DEFAULT
 
 
-def load_model(spec: str, *, base_url: str | None = None, cache: bool | None = None,
+def load_model(spec: str, *, base_url: str | Sequence[str] | None = None, cache: bool | None = None,
                concurrency: int | None = None, **kw: Any) -> ModelBackend:
     """Build the backend for ``spec`` (``PROVIDER:NAME[?k=v&...]``).
 
@@ -82,7 +83,9 @@ def load_model(spec: str, *, base_url: str | None = None, cache: bool | None = N
     llamacpp, local) and nothing for python:/mock: (set ``HARNESSLEARN_CACHE=0`` to turn the
     default off); True caches every request, sampled ones included; False turns it off.
     The cache file is ``default_cache_path()`` unless ``cache_path=`` is given.
-    ``base_url`` applies to ``openai:`` only. Other keywords are provider options.
+    ``base_url`` applies to ``openai:`` only; a list of two or more URLs builds an endpoint pool
+    (``models/pool.py``: least-outstanding-requests routing, failing endpoints drained and their
+    calls retried elsewhere). Other keywords are provider options.
     Raises UserError for a bad spec or option, MissingExtraError for a missing extra.
     """
     provider, name, opts = split_spec(spec)
@@ -91,11 +94,20 @@ def load_model(spec: str, *, base_url: str | None = None, cache: bool | None = N
         raise UserError(f"bad model spec {spec!r}: missing the model name after '{provider}:'")
     cache_path = kw.pop("cache_path", None)
     merged: dict[str, Any] = {**opts, **kw}
+    programmatic = {"fn"} if provider == "python" else set()  # python: accepts fn=<callable>
     if base_url is not None:
         if "base_url" not in cls.OPTIONS:
             raise UserError(f"a base URL applies only to openai: models, not {provider}:")
-        merged["base_url"] = base_url
-    programmatic = {"fn"} if provider == "python" else set()  # python: accepts fn=<callable>
+        urls = [base_url] if isinstance(base_url, str) else [str(u) for u in base_url]
+        if not urls:
+            raise UserError("an empty list of base URLs")
+        if len(urls) == 1:
+            merged["base_url"] = urls[0]
+        else:  # an endpoint pool: same options, several servers
+            from harnesslearn.models.pool import EndpointPool
+
+            cls, merged["base_urls"] = EndpointPool, urls
+            programmatic.add("base_urls")
     unknown = sorted(set(merged) - set(cls.OPTIONS) - programmatic)
     if unknown:
         known = ", ".join(sorted(cls.OPTIONS)) or "none"

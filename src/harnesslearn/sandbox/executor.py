@@ -145,6 +145,16 @@ class Executor:
         """The isolation mode in use (resolved from "auto" at start), or None before start."""
         return self.spec.isolation if self.spec else None
 
+    @property
+    def slot_uids(self) -> list[int]:
+        """The uids leased by this executor's slots now (worker and python-tool uid of each; as
+        root only). Leases are file locks, so no two executors on a machine ever hold the same."""
+        return [lease.uid for lease in self._leases]
+
+    def stats(self) -> dict[str, Any]:
+        """Where runs execute: this machine, the isolation mode and the number of slots."""
+        return {"executor": "local", "isolation": self.isolation, "slots": self.config.concurrency}
+
     async def __aenter__(self) -> Executor:
         await self.start()
         return self
@@ -316,9 +326,12 @@ class Executor:
         tools: Tools | None = None,
         budgets: Budgets | None = None,
         on_record: Callable[[RunRecord], None] | None = None,
+        settle: bool = True,
     ) -> list[RunRecord]:
         """One RunRecord per problem, in order. Never raises for a harness failure. ``tools``:
-        what the harnesses may call besides the solver (``evaluation.task_tools(task)``)."""
+        what the harnesses may call besides the solver (``evaluation.task_tools(task)``).
+        ``settle``: wait for the slots' next workers to finish spawning before returning (needed
+        when the caller's event loop may end right after; a long-lived loop can skip it)."""
         await self.start()
         assert self._free is not None and self.spec is not None
         if self.spec.isolation == "none":
@@ -342,7 +355,7 @@ class Executor:
         # Let the background refills finish spawning: a process creation cancelled half-way
         # (when the caller's event loop ends right after this call) can hang asyncio's shutdown.
         refills = [s.pending for s in self._slots if s.pending is not None]
-        if refills:
+        if refills and settle:
             await asyncio.wait(refills)
         return records
 

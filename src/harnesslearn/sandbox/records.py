@@ -42,6 +42,8 @@ class Tools:
 
     names: tuple[str, ...] = ()
     search: Callable[[Problem, str, int], list[dict[str, str]]] | None = None
+    # the documents ``search`` reads for a problem (a Ray executor ships them to its nodes)
+    documents: Callable[[Problem], list[dict[str, str]] | None] | None = None
 
 
 @dataclass

@@ -36,7 +36,9 @@ class Common:
     """Fields shared by the commands that evaluate harnesses (solver, splits, sandbox)."""
 
     solver: str = _f("local:gemma-3-270m", "Solver model spec (frozen), e.g. openai:Qwen3.5-4B.")
-    solver_base_url: str | None = _f(None, "Base URL of the solver's OpenAI-compatible server.")
+    solver_base_url: str | list[str] | None = _f(
+        None, "Base URL of the solver's OpenAI-compatible server; a list of URLs is a pool of servers "
+              "(least-outstanding-requests routing, failing servers drained).")
     families: list[str] = _f(PAPER_TRAIN, "Training families: task specs (rg:NAME) or bare Reasoning Gym names.")
     n_feedback: int = _f(8, "Problems of the feedback split evaluated to build a context's feedback.")
     n_score: int = _f(16, "Problems of the score split that J (the reward) is computed on.")
@@ -47,6 +49,8 @@ class Common:
     isolation: str = _f("auto", "Sandbox isolation: auto | bwrap | landlock | none (unsafe).")
     concurrency: int | None = _f(None, "Concurrent sandboxed runs (None: the executor's default).")
     worker_python: str | None = _f(None, "Worker interpreter of sandboxed runs (None: the executor's default search).")
+    executor: str = _f("local", "Where harness runs execute: local | ray | ray:auto | ray:HOST:PORT | ray://HOST:PORT "
+                       "(concurrency is then per node).")
     run_dir: str | None = _f(None, "Run store directory; reward components and proposals are recorded there.")
     seed: int = _f(0, "Random seed (problem sampling, context order, training).")
 
@@ -202,6 +206,10 @@ def _check_ranges(cfg: Any) -> None:
         v = getattr(cfg, name, None)
         if isinstance(v, int) and v < 1:
             raise UserError(f"config key {name!r} must be >= 1 (got {v})")
+    if hasattr(cfg, "executor"):
+        from harnesslearn.sandbox.executors import parse_executor
+
+        parse_executor(cfg.executor)
     if getattr(cfg, "isolation", "auto") not in ("auto", "bwrap", "landlock", "none"):
         raise UserError(f"config key 'isolation' must be auto, bwrap, landlock or none (got {cfg.isolation!r})")
 

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import ModelBackend
-from harnesslearn.sandbox import Executor, ExecutorConfig
+from harnesslearn.sandbox import ExecutorConfig
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.config import GRPOTrainConfig, trainer_kwargs
 from harnesslearn.training.contexts import (
@@ -193,17 +193,18 @@ def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
     return cfg.micro_batch, per_update // cfg.micro_batch
 
 
-async def _open_executor(cfg: GRPOTrainConfig) -> Executor:
+def _open_executor(cfg: GRPOTrainConfig, runner: LoopThread) -> Any:
+    """Build the executor here (a Ray executor connects now, in the calling thread) and start it
+    on the runner's loop, where every evaluation of the run happens."""
     from harnesslearn.models import load_model
+    from harnesslearn.sandbox import build_executor
 
     solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
     kw: dict[str, Any] = {"isolation": cfg.isolation}
-    if cfg.concurrency is not None:
-        kw["concurrency"] = cfg.concurrency
     if cfg.worker_python is not None:
         kw["python"] = cfg.worker_python
-    ex = Executor(solver, ExecutorConfig(**kw))
-    await ex.__aenter__()
+    ex = build_executor(cfg.executor, solver, ExecutorConfig(**kw), concurrency=cfg.concurrency)
+    runner.run(ex.__aenter__())
     return ex
 
 
@@ -249,7 +250,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
     t_model = time.perf_counter() - t0
     runner = LoopThread()
-    executor = runner.run(_open_executor(cfg))
+    executor = _open_executor(cfg, runner)
     store = open_store(cfg.run_dir, "grpo", asdict(cfg))
     try:
         tasks = load_tasks([task_spec(f) for f in cfg.families])

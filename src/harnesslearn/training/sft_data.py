@@ -100,7 +100,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: Any, task: An
 async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     """Write the dataset; returns the summary the CLI prints."""
     from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Executor, ExecutorConfig
+    from harnesslearn.sandbox import ExecutorConfig, build_executor
 
     teacher = load_model(cfg.teacher, base_url=cfg.teacher_base_url)
     solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
@@ -115,10 +115,10 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
             store.create_run("sft-data", asdict(cfg), strategy="sft-data")
         store.add_harness(seed_h, run_id="sft-data", round=0)
     kw: dict[str, Any] = {"isolation": cfg.isolation}
-    if cfg.concurrency is not None:
-        kw["concurrency"] = cfg.concurrency
+    if cfg.worker_python is not None:
+        kw["python"] = cfg.worker_python
     try:
-        async with Executor(solver, ExecutorConfig(**kw)) as ex:
+        async with build_executor(cfg.executor, solver, ExecutorConfig(**kw), concurrency=cfg.concurrency) as ex:
             jobs = [
                 _one_context(cfg, teacher, ex, task, seed_h, fi * cfg.contexts_per_family + c, store)
                 for fi, task in enumerate(tasks.values()) for c in range(cfg.contexts_per_family)
