@@ -30,7 +30,14 @@ from harnesslearn.edits import apply_proposal, parse_blocks
 from harnesslearn.evaluation import evaluate
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.models import load_model
-from harnesslearn.proposer import candidate_seed, make_prompt, prompt_form, sample_one, template
+from harnesslearn.proposer import (
+    candidate_seed,
+    make_prompt,
+    prompt_form,
+    resolve_prime,
+    sample_one,
+    template,
+)
 from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
 from harnesslearn.tasks import load_task
 
@@ -43,7 +50,8 @@ def example_replacements() -> set[str]:
     return {b.replace.strip() for b in parse_blocks(template("few_shot")).blocks}
 
 
-async def one_family(family: str, args: argparse.Namespace, solver: Any, proposer: Any, form: str) -> dict[str, Any]:
+async def one_family(family: str, args: argparse.Namespace, solver: Any, proposer: Any, form: str, prime: str
+                     ) -> dict[str, Any]:
     task = load_task(f"rg:{family}")
     seed_h: Harness = load_harness(args.harness)
     budgets = Budgets(timeout_s=120.0)
@@ -51,13 +59,13 @@ async def one_family(family: str, args: argparse.Namespace, solver: Any, propose
     async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:
         fb = await evaluate(seed_h, task, "feedback", args.n_feedback, args.seed, ex, budgets=budgets, progress=False)
         prompt = make_prompt(form, task, seed_h, fb, rng_seed=candidate_seed(args.seed, 1, 0),  # type: ignore[arg-type]
-                             prime=args.prime)
+                             prime=prime)
         rows = []
         for i in range(args.samples):
             t0 = time.perf_counter()
             text, comp, _ = await sample_one(proposer, prompt, temperature=args.temperature, max_tokens=args.max_tokens,
                                              seed=candidate_seed(args.seed, 1, i),
-                                             rewrite=args.prime == "rewrite")
+                                             rewrite=prime == "rewrite")
             r = apply_proposal(seed_h.source, text)
             blocks = parse_blocks(text).blocks
             row: dict[str, Any] = {
@@ -110,29 +118,32 @@ async def main() -> None:
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--max-tokens", type=int, default=768)
     ap.add_argument("--form", default="auto", help="auto | chat | plain")
-    ap.add_argument("--prime", default="search", help="plain form only: search | rewrite")
+    ap.add_argument("--prime", default="auto", help="auto (as adapt: rewrite for chat to in-process engines) | "
+                    "search | rewrite")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     solver = load_model(args.solver)
     proposer = solver if args.proposer == args.solver else load_model(args.proposer)
     form = prompt_form(proposer, args.form)
+    prime = resolve_prime(proposer, form, args.prime)
     t0 = time.perf_counter()
-    results = []
+    results: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
     try:
         for fam in args.families.split(","):
-            results.append(await one_family(fam.strip(), args, solver, proposer, form))
+            results.append(await one_family(fam.strip(), args, solver, proposer, form, prime))
+            out = {"proposer": args.proposer, "solver": args.solver, "form": form, "prime": prime,
+                   "harness": args.harness, "samples": args.samples, "temperature": args.temperature,
+                   "max_tokens": args.max_tokens, "wall_s": round(time.perf_counter() - t0, 1),
+                   "summary": summary(results), "families": results}
+            if args.out:  # after every family, so that an interrupted run keeps what it measured
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(out, indent=1))
     finally:
         await solver.aclose()
         if proposer is not solver:
             await proposer.aclose()
-    out = {"proposer": args.proposer, "solver": args.solver, "form": form, "harness": args.harness,
-           "samples": args.samples, "temperature": args.temperature, "max_tokens": args.max_tokens,
-           "wall_s": round(time.perf_counter() - t0, 1), "summary": summary(results), "families": results}
-    text = json.dumps(out, indent=1)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(json.dumps(out["summary"], indent=1))
+    print(json.dumps(out.get("summary"), indent=1))
 
 
 if __name__ == "__main__":

@@ -290,3 +290,67 @@ def test_adapt_refuses_a_task_without_a_score_or_feedback_split(tmp_path):
                         "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "has no problems" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not run_dir.exists()
+
+
+class _ChatProposer:
+    """A scripted chat model: records each request and writes a new ``solve`` body that computes
+    the sum (valid only when the prompt's assistant-turn start opened the block)."""
+
+    spec = "test:chat"
+
+    def __init__(self, continues: bool) -> None:
+        self.continues, self.requests = continues, []  # type: list[Any]
+
+    def chat_template(self) -> bool:
+        return True
+
+    def continues_assistant(self) -> bool:
+        return self.continues
+
+    async def generate(self, request: Any) -> Any:
+        from harnesslearn.models.base import Completion
+
+        self.requests.append(request)
+        body = "    import re\n    a, b = re.findall(r'-?\\d+', question)[:2]\n    return str(int(a) + int(b))\n"
+        return Completion([body], prompt_tokens=10, completion_tokens=20)
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("continues, valid", [(True, True), (False, False)])
+def test_a_chat_proposer_gets_messages_and_the_rewrite_start_only_where_it_is_continued(
+        env: dict[str, Path], continues: bool, valid: bool) -> None:
+    from harnesslearn.adapt import adapt
+    from harnesslearn.store import Store
+
+    task, solver, _ = _lib(env, "compute")
+    proposer = _ChatProposer(continues)
+    rd = env["dir"] / f"chat-{continues}"
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=2, n_score=4, n_test=4),  # type: ignore[arg-type]
+                          run_dir=rd, progress=False))
+    (req,) = proposer.requests
+    assert isinstance(req.prompt, list) and [m["role"] for m in req.prompt][:2] == ["system", "user"]
+    # auto prime: the assistant-turn start (the block opened on solve) only for an engine that continues it
+    assert (req.prompt[-1]["role"] == "assistant") is continues
+    assert r.valid_proposals == int(valid) and (r.test_J == 1.0) is valid
+    with Store.open(rd) as s:
+        (p,) = s.proposals("sequential")
+        assert json.loads(p.prompt or "") == req.prompt  # stored as the messages sent
+
+
+def test_zoo_baselines_are_evaluated_on_score_and_test_and_shown_in_the_report(env: dict[str, Path]) -> None:
+    from harnesslearn import zoo
+    from harnesslearn.adapt import adapt
+    from harnesslearn.report import write_report
+
+    task, solver, proposer = _lib(env, "never_applies")
+    rd = env["dir"] / "zoo"
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3,
+                                                   zoo_baselines=True),
+                          run_dir=rd, progress=False, seed_harness=zoo.build("reason_extract", task)))
+    assert r.zoo is not None and [z["name"] for z in r.zoo] == zoo.names(task)
+    assert sum(z["best"] for z in r.zoo) == 1 and all(z["score"]["n"] == 3 and z["test"]["n"] == 3 for z in r.zoo)
+    assert r.seed_harness_id == zoo.build("reason_extract", task).id
+    html = write_report(rd).read_text()
+    assert "zoo:interpreter_loop" in html and "best zoo harness" in html

@@ -34,10 +34,12 @@ down, or a ``python:`` function that raises): nothing is recorded for that propo
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -45,8 +47,17 @@ from harnesslearn.edits import apply_proposal
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.evaluation import Evaluation, evaluate, improves
 from harnesslearn.harness import Harness, load_harness
-from harnesslearn.models.base import ModelBackend
-from harnesslearn.proposer import Attempt, build_prompt, candidate_seed, sample_one
+from harnesslearn.models.base import Messages, ModelBackend
+from harnesslearn.proposer import (
+    Attempt,
+    Form,
+    Prime,
+    candidate_seed,
+    make_prompt,
+    prompt_form,
+    resolve_prime,
+    sample_one,
+)
 from harnesslearn.sandbox.records import Budgets, CallRecord
 from harnesslearn.settings import AdaptSettings
 from harnesslearn.store import DB_NAME, ProposalRow, Store
@@ -101,16 +112,21 @@ class AdaptResult:
     lineage: list[str] = field(default_factory=list)
     oracle: OracleResult | None = None
     compare: dict[str, dict[str, Any]] | None = None  # strategy -> its result's JSON (compare only)
+    zoo: list[dict[str, Any]] | None = None  # --zoo-baselines: each zoo harness's score and test J
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        if out["oracle"] is None:
-            del out["oracle"]
-        if out["compare"] is None:
-            del out["compare"]
+        for key in ("oracle", "compare", "zoo"):
+            if out[key] is None:
+                del out[key]
         out["wall_s"] = round(self.wall_s, 3)
         return out
+
+
+def prompt_record(prompt: str | Messages) -> str:
+    """A prompt as stored with its proposal: the text, or the chat messages as JSON."""
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
 
 
 def _log(msg: str) -> None:
@@ -183,7 +199,17 @@ class Loop:
                 self.tokens += ev.tokens
         return ev
 
-    async def proposal(self, round: int, idx: int, parent: Harness, prompt: str) -> ProposalRow:
+    @cached_property
+    def form(self) -> Form:
+        """The proposer's prompt form (``--proposer-form``; auto: chat for a model with a chat template)."""
+        return prompt_form(self.proposer, self.settings.form)
+
+    @cached_property
+    def prime(self) -> Prime:
+        """Where the prompt ends (``--proposer-prime``; auto: see ``proposer.resolve_prime``)."""
+        return resolve_prime(self.proposer, self.form, self.settings.prime)
+
+    async def proposal(self, round: int, idx: int, parent: Harness, prompt: str | Messages) -> ProposalRow:
         """Proposal ``idx`` of ``round`` revising ``parent`` (from the store when already made)."""
         row = self.store.find_proposal(self.run_id, round, idx)
         if row is not None:
@@ -193,7 +219,7 @@ class Loop:
         try:
             text, comp, req = await sample_one(
                 self.proposer, prompt, temperature=self.settings.temperature, max_tokens=self.settings.max_tokens,
-                seed=s, rewrite=self.settings.prime == "rewrite",
+                seed=s, rewrite=self.prime == "rewrite",
             )
         except InfraError:
             raise
@@ -209,7 +235,7 @@ class Loop:
         call = CallRecord("proposer", {"seed": s, "temperature": req.temperature, "max_tokens": req.max_tokens},
                           comp.text, comp.prompt_tokens, comp.completion_tokens, comp.latency_s)
         self.store.save_proposal(
-            self.run_id, round, idx, parent_id=parent.id, prompt=prompt, raw=text, parsed=r.parsed,
+            self.run_id, round, idx, parent_id=parent.id, prompt=prompt_record(prompt), raw=text, parsed=r.parsed,
             produced=r.produced, valid=r.valid, reason=None if r.reason is None else str(r.reason),
             detail=r.detail, n_blocks=r.n_blocks, harness_id=r.harness_id, call=call,
         )
@@ -217,7 +243,7 @@ class Loop:
         assert found is not None
         return found
 
-    async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str,
+    async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages,
                          history: list[Attempt]) -> list[Candidate]:
         """Make (or look up) ``k`` proposals and score the valid ones on the score split."""
         out: list[Candidate] = []
@@ -234,9 +260,10 @@ class Loop:
                 _log(f"[adapt {self.run_id}] round {round} candidate {i + 1}/{k}: {state}")
         return out
 
-    def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str:
-        return build_prompt(self.task, harness, feedback, history, rng_seed=candidate_seed(self.settings.seed, round, 0),
-                            n_traces=self.settings.n_traces, prime=self.settings.prime)
+    def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:
+        return make_prompt(self.form, self.task, harness, feedback, history,
+                           rng_seed=candidate_seed(self.settings.seed, round, 0), n_traces=self.settings.n_traces,
+                           prime=self.prime)
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
                    ) -> RoundSummary:
@@ -344,6 +371,25 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
     return result
 
 
+async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:
+    """Every zoo harness that applies to the task, evaluated on the score and test splits of this
+    run (stored with purpose ``zoo``; not counted in the adaptation's solver calls). The row
+    marked ``best`` is picked on the score split, never on test."""
+    from harnesslearn import zoo
+
+    rows: list[dict[str, Any]] = []
+    for name in zoo.names(loop.task):
+        h = zoo.build(name, loop.task, loop.settings.seed)
+        score = await loop.evaluation(h, "score", purpose="zoo")
+        test = await loop.evaluation(h, "test", purpose="zoo")
+        rows.append({"name": name, "harness_id": h.id, "score_J": score.J, "test_J": test.J,
+                     "score": zoo.summarise(score), "test": zoo.summarise(test), "best": False})
+    scored = [r for r in rows if r["score_J"] is not None]
+    if scored:
+        max(scored, key=lambda r: r["score_J"])["best"] = True
+    return rows
+
+
 def default_seed_harness(task: Task) -> Harness:
     return load_harness("qa_minimal" if "search" in task.tools else "minimal")
 
@@ -404,11 +450,16 @@ async def adapt(
             else:
                 best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
             results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
+            if s.zoo_baselines and name == names[0]:
+                counters = (loop.solver_calls, loop.tokens, loop.test_solver_calls)
+                results[name].zoo = await zoo_baselines(loop)
+                loop.solver_calls, loop.tokens, loop.test_solver_calls = counters
+                store.finish_run(name, results[name].to_json())
         if s.strategy != "compare":
             return results[s.strategy]
         main = results["sequential"]
         main.strategy = "compare"
-        main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage")}
+        main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage", "zoo")}
                         for name, r in results.items()}
         return main
     finally:

@@ -152,13 +152,15 @@ def edit(
 
 
 # ---------------------------------------------------------------- run (executor)
-def _harness_for_run(ref: str) -> Harness:
-    """A seed or a readable .py file. An invalid harness (syntax error, no solve) is NOT refused
-    here: running it is an evaluation result (harness_error on every problem), not a usage error."""
-    from harnesslearn.harness import load_harness, normalise
+def _harness_for_run(ref: str, task: Any) -> Harness:
+    """A seed, ``zoo:NAME`` or a readable .py file. An invalid harness (syntax error, no solve) is
+    NOT refused here: running it is an evaluation result (harness_error on every problem), not a
+    usage error."""
+    from harnesslearn.harness import normalise
+    from harnesslearn.zoo import resolve
 
     try:
-        return load_harness(ref)
+        return resolve(ref, task)
     except UserError:
         path = Path(ref)
         if not path.is_file():
@@ -171,7 +173,8 @@ def _harness_for_run(ref: str) -> Harness:
 
 @app.command()
 def run(
-    harness: Annotated[str, typer.Argument(help="A .py file or a shipped seed name (minimal, qa_minimal).")],
+    harness: Annotated[str, typer.Argument(
+        help="A .py file, a shipped seed name (minimal, qa_minimal) or zoo:NAME (harnesslearn zoo lists them).")],
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
     solver: Annotated[str, typer.Option("--solver", help="Solver model spec, e.g. openai:NAME or python:FILE.py:FN.")],
     solver_base_url: Annotated[list[str] | None, typer.Option(
@@ -198,8 +201,8 @@ def run(
     from harnesslearn.tasks import load_task
 
     parse_executor(executor)
-    h = _harness_for_run(harness)
     t = load_task(task)
+    h = _harness_for_run(harness, t)
     model = load_model(solver, base_url=solver_base_url)
     config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
     ex = build_executor(executor, model, config, concurrency=concurrency)
@@ -324,11 +327,13 @@ def adapt(
     n_test: Annotated[int, typer.Option("--n-test", help=H("n_test"))] = 32,
     timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock seconds for one solve() call.")] = 60.0,
     harness: Annotated[str | None, typer.Option(
-        "--harness", help="Start from this harness (.py or seed name); default: the task's seed.")] = None,
+        "--harness", help="Start from this harness (.py, seed name or zoo:NAME); default: the task's seed.")] = None,
     oracle: Annotated[bool, typer.Option("--oracle", help=H("oracle"))] = False,
+    zoo_baselines: Annotated[bool, typer.Option("--zoo-baselines", help=H("zoo_baselines"))] = False,
     max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help=H("max_tokens"))] = 1024,
     temperature: Annotated[float, typer.Option("--proposer-temperature", help=H("temperature"))] = 0.8,
-    prime: Annotated[str, typer.Option("--proposer-prime", help=H("prime"))] = "search",
+    form: Annotated[str, typer.Option("--proposer-form", help=H("form"))] = "auto",
+    prime: Annotated[str, typer.Option("--proposer-prime", help=H("prime"))] = "auto",
     concurrency: Annotated[int | None, typer.Option("--concurrency", help=H("concurrency"))] = None,
     executor: ExecutorOpt = "local",
     as_json: JsonOpt = False,
@@ -337,20 +342,20 @@ def adapt(
     import asyncio
 
     from harnesslearn.adapt import adapt as run_adapt
-    from harnesslearn.harness import load_harness
     from harnesslearn.models import load_model
-    from harnesslearn.proposer import PRIMES
+    from harnesslearn.proposer import FORM_CHOICES, PRIME_CHOICES
     from harnesslearn.sandbox import build_executor, parse_executor
     from harnesslearn.sandbox.records import Budgets
     from harnesslearn.settings import STRATEGIES, choose
     from harnesslearn.tasks import load_task
+    from harnesslearn.zoo import resolve
 
     # every option is checked before anything is loaded, started or written
     settings = AdaptSettings(
         strategy=choose(strategy, STRATEGIES, "--strategy"), rounds=rounds, candidates=candidates, seed=seed,
-        n_feedback=n_feedback, n_score=n_score, n_test=n_test, budgets=Budgets(timeout_s=timeout), oracle=oracle,
-        temperature=temperature, max_tokens=max_tokens, prime=choose(prime, PRIMES, "--proposer-prime"),
-        concurrency=concurrency,
+        n_feedback=n_feedback, n_score=n_score, n_test=n_test, budgets=Budgets(timeout_s=timeout), oracle=oracle, zoo_baselines=zoo_baselines,
+        temperature=temperature, max_tokens=max_tokens, form=choose(form, FORM_CHOICES, "--proposer-form"),
+        prime=choose(prime, PRIME_CHOICES, "--proposer-prime"), concurrency=concurrency,
     )
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
@@ -358,7 +363,7 @@ def adapt(
         raise UserError("--resume needs --run-dir (the run directory to continue)")
     parse_executor(executor)
     t = load_task(task)
-    seed_h = load_harness(harness) if harness else None
+    seed_h = resolve(harness, t, seed) if harness else None
     solver_m = load_model(solver, base_url=solver_base_url)
     proposer_m = load_model(proposer, base_url=proposer_base_url)
     ex = build_executor(executor, solver_m, concurrency=settings.concurrency)
@@ -391,7 +396,20 @@ def adapt(
             f"{c['valid_proposals']}/{c['proposals']} valid  {c['solver_calls']} solver calls"
             + (f"  [oracle best-of-N test J {j(orc['test_J'])}: an upper bound]" if orc else "")
         )
+    for z in out.get("zoo") or []:
+        human += (f"\n  zoo:{z['name']:<18} score J {j(z['score_J'])}  test J {j(z['test_J'])}"
+                  + ("  (best zoo harness on the score split)" if z["best"] else ""))
     emit(out, as_json, human)
+
+
+def _verdict(out: dict[str, Any]) -> str:
+    """The demo's last line: whether adaptation raised test J (from the seed's to the selected harness's)."""
+    a, b = out.get("seed_test_J"), out.get("test_J")
+    if a is None or b is None:
+        return f"test J could not be measured (seed {a}, adapted {b})"
+    if b > a:
+        return f"test J rose: {a:.3f} -> {b:.3f} (held-out test split, n={out.get('n_test', '?')})"
+    return f"test J did not rise: {a:.3f} -> {b:.3f} (the seed stayed best or the revision did not transfer)"
 
 
 @app.command()
@@ -412,9 +430,8 @@ def demo(
         raise UserError("--run-dir must not be empty")
     out = asyncio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
     human = (
-        f"demo on rg:{family}: test J {out['seed_test_J']} -> {out['test_J']} "
-        f"({out['valid_proposals']}/{out['proposals']} valid proposals, {out['wall_s']:.0f} s)\n"
-        f"report: {out.get('report')}"
+        f"demo on rg:{family} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
+        f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"
     )
     emit(out, as_json, human)
 

@@ -54,6 +54,7 @@ async def run_demo(run_dir: str | Path | None = None, family: str = "basic_arith
         await model.aclose()
     out = result.to_json()
     out["family"] = family
+    out["n_test"] = DEMO_SETTINGS.n_test
     out["report"] = _report(rd)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out

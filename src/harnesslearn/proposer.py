@@ -59,8 +59,12 @@ MAX_HISTORY = 12
 Style = Literal["canonical", "varied"]
 Prime = Literal["search", "rewrite"]
 Form = Literal["chat", "plain"]
+PrimeChoice = Literal["auto", "search", "rewrite"]
+FormChoice = Literal["auto", "chat", "plain"]
 STYLES: tuple[Style, ...] = ("canonical", "varied")
 PRIMES: tuple[Prime, ...] = ("search", "rewrite")
+PRIME_CHOICES: tuple[PrimeChoice, ...] = ("auto", "search", "rewrite")
+FORM_CHOICES: tuple[FormChoice, ...] = ("auto", "chat", "plain")
 
 
 @cache
@@ -293,6 +297,20 @@ def prompt_form(proposer: ModelBackend, requested: str = "auto") -> Form:
     if requested != "auto":
         raise ValueError(f"unknown prompt form {requested!r}")
     return "chat" if proposer.chat_template() else "plain"
+
+
+def resolve_prime(proposer: ModelBackend, form: Form, requested: str = "auto") -> Prime:
+    """Where the prompt ends: ``requested`` when it is ``search`` or ``rewrite``; for ``auto``,
+    ``rewrite`` for a chat prompt to an engine that continues a last assistant message (the
+    measured best for the untrained Qwen coders: 15/18 valid edits, against 0/2 with no
+    assistant-turn start, which wrote whole files), else ``search`` (for a chat prompt: no
+    assistant-turn start, the OpenAI chat API cannot continue one; for plain text: an opening
+    SEARCH marker)."""
+    if requested in ("search", "rewrite"):
+        return requested  # type: ignore[return-value]
+    if requested != "auto":
+        raise ValueError(f"unknown prime {requested!r}")
+    return "rewrite" if form == "chat" and proposer.continues_assistant() else "search"
 
 
 def solve_lines(source: str) -> str | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from harnesslearn.errors import UserError
-from harnesslearn.proposer import Prime
+from harnesslearn.proposer import FormChoice, PrimeChoice
 from harnesslearn.sandbox.records import Budgets
 
 Strategy = Literal["sequential", "independent", "compare"]
@@ -78,10 +78,18 @@ class AdaptSettings:
     max_tokens: int = setting(1024, "--proposer-max-tokens", "Proposer completion length (tokens).", lo=1,
                               hi=MAX_COMPLETION_TOKENS)
     n_traces: int = setting(4, None, "Per-problem traces shown in a proposer prompt.", lo=0, hi=1_000)
-    prime: Prime = setting(
-        "search", "--proposer-prime",
-        "Where the prompt ends: search (an opening SEARCH marker) | rewrite (a block opened on solve(), the model "
-        "writes the new body; for weak base models).")
+    form: FormChoice = setting(
+        "auto", "--proposer-form",
+        "How the proposer is prompted: auto (chat when the proposer has a chat template, else plain) | chat "
+        "(system + user messages through its template) | plain (one text, for base models).")
+    prime: PrimeChoice = setting(
+        "auto", "--proposer-prime",
+        "Where the prompt ends: auto (rewrite for chat prompts to in-process engines, else search) | search (an "
+        "opening SEARCH marker; for chat: nothing) | rewrite (a block opened on solve(), the model writes the new "
+        "body).")
+    zoo_baselines: bool = setting(
+        False, "--zoo-baselines", "Also evaluate every zoo harness that applies on the score and test splits "
+        "(baselines in the result and the report; the best is picked on the score split).", affects_results=False)
     concurrency: int | None = setting(None, "--concurrency", "Harness runs in flight at once (default: the "
                                       "executor's).", lo=1, hi=MAX_CONCURRENCY, affects_results=False)
 

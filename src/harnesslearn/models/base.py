@@ -65,6 +65,11 @@ class ModelBackend(ABC):
         True and primed plain-text prompts for False."""
         return None
 
+    def continues_assistant(self) -> bool:
+        """Whether a last assistant message is continued (the model writes on from its text, a
+        "prefill") rather than closed. In-process engines do; the OpenAI chat API does not."""
+        return False
+
     def stats(self) -> dict[str, Any]:
         """Counters rolled up over this backend's life (calls, tokens, cache hits, retries,
         faults, latency, cost). Providers in ``harnesslearn.models`` fill it; the default is

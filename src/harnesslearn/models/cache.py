@@ -152,6 +152,9 @@ class CachedBackend(ModelBackend):
     def chat_template(self) -> bool | None:
         return self.inner.chat_template()
 
+    def continues_assistant(self) -> bool:
+        return self.inner.continues_assistant()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
         self.cache.close()

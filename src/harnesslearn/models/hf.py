@@ -130,6 +130,9 @@ class HFBackend(Backend):
         self.warm()
         return self._has_template()
 
+    def continues_assistant(self) -> bool:
+        return True
+
     def _has_template(self) -> bool:
         return self.chat_mode != "plain" and getattr(self.tokenizer, "chat_template", None) is not None
 

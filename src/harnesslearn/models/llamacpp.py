@@ -77,6 +77,9 @@ class LlamaCppBackend(Backend):
             self._load()
         return self._formatter is not None
 
+    def continues_assistant(self) -> bool:
+        return True
+
     def render(self, prompt: str | Messages) -> tuple[str, list[str]]:
         """The prompt text for ``prompt`` and the template's extra stop strings (call under the
         lock, after ``_load``)."""

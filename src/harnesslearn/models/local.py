@@ -84,6 +84,9 @@ class LocalBackend(Backend):
     def chat_template(self) -> bool:
         return self.chat
 
+    def continues_assistant(self) -> bool:
+        return True
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -93,6 +93,10 @@ class EndpointPool(Backend):
     def identity(self) -> str:
         return f"{self.spec}@{','.join(sorted({e.url for e in self.endpoints}))}#{self.endpoint}"
 
+    def chat_template(self) -> bool:
+        """As for one endpoint: messages go to the servers' chat endpoint unless ``endpoint=completions``."""
+        return self.endpoint != "completions"
+
     # ------------------------------------------------------------------ routing
     async def _pick(self) -> Endpoint:
         """The usable endpoint with the fewest outstanding calls; waits while none is usable."""

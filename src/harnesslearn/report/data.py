@@ -180,6 +180,12 @@ class RunView:
         js = [e.J for e in self.evaluations if e.purpose == "oracle" and e.J is not None]
         return max(js) if js else None
 
+    def zoo_rows(self) -> list[dict[str, Any]]:
+        """The zoo baselines the run evaluated (``adapt --zoo-baselines``): name, harness id, score
+        and test J, and ``best`` (picked on the score split). Empty when none were evaluated."""
+        rows = self.result.get("zoo")
+        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
     def validity_series(self) -> dict[str, list[Point]]:
         """Per round: shares of proposals parsed, produced, valid; mean completion rate of the
         round's valid candidates on the score split (a candidate identical to an earlier one

@@ -50,6 +50,10 @@ def summary(view: RunView) -> str:
     if oracle is not None:
         rows.append(['<td class="upper">oracle best-of-N (selected on test: upper bound)</td>', td("–"),
                      td(None, "num"), td(oracle, "num")])
+    for z in view.zoo_rows():
+        label = f"zoo:{z.get('name')}" + (" (best zoo harness, picked on score split)" if z.get("best") else "")
+        rows.append([td(label), f'<td class="hid">{esc(_sid(z.get("harness_id")))}</td>',
+                     td(z.get("score_J"), "num"), td(z.get("test_J"), "num")])
     cfg = [[td(k), td(json.dumps(v, default=str) if not isinstance(v, str) else v, "cell")]
            for k, v in sorted(view.config.items())]
     return (

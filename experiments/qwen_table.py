@@ -1,0 +1,137 @@
+"""The measured table of issue 10: the embedded Qwen coder as solver and proposer, per task.
+
+For each task: the seed harness's test J; every zoo harness on the score split, the best one
+(picked on the score split) with its test J; sequential adaptation (R rounds of K candidates)
+and independent proposals at the same budget (R*K from the seed), each harness picked on the
+score split and reported on the test split; the oracle best-of-(R*K) by test J (an upper bound,
+not a method); proposal validity; solver and proposer calls; wall time. It runs
+``harnesslearn.adapt.adapt`` with ``strategy="compare", oracle=True, zoo_baselines=True``
+(exactly what ``harnesslearn adapt --strategy compare --oracle --zoo-baselines`` does), one run
+directory per task under ``--work``, resumable: re-running the command continues where it
+stopped and reuses every finished task.
+
+    .venv/bin/python experiments/qwen_table.py --out experiments/results/qwen_table \\
+        --work runs/qwen_table            # defaults: the sizes of the committed table
+
+Writes ``table.json`` (every run's result) and ``table.md`` into ``--out`` after each task.
+Uses only the public API of harnesslearn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harnesslearn import AdaptSettings
+from harnesslearn.adapt import adapt
+from harnesslearn.models import load_model
+from harnesslearn.sandbox import Budgets
+from harnesslearn.tasks import load_task
+
+QA = os.environ.get("HARNESSLEARN_QA_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"))
+PAPER_TRAIN = ["rg:rotten_oranges", "rg:maze"]
+PAPER_EVAL = ["rg:basic_arithmetic", "rg:gcd", "rg:word_sorting", "rg:letter_counting"]
+MUSIQUE = f"musique:{QA}/musique_dev_with_paragraphs.jsonl?corpus={QA}/musique_dev200_corpus.jsonl"
+MODEL = "local:qwen2.5-coder-1.5b-instruct"
+
+
+def _j(x: Any) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def row_of(spec: str, r: dict[str, Any]) -> dict[str, Any]:
+    """One table row from an ``adapt`` compare result."""
+    c = r.get("compare") or {}
+    seq, ind = c.get("sequential", {}), c.get("independent", {})
+    zoo = r.get("zoo") or []
+    best_zoo = next((z for z in zoo if z.get("best")), None)
+    return {
+        "task": spec.split("?")[0].rsplit("/", 1)[-1] if spec.startswith("musique:") else spec,
+        "seed_test_J": r.get("seed_test_J"),
+        "best_zoo": best_zoo and best_zoo["name"], "best_zoo_test_J": best_zoo and best_zoo["test_J"],
+        "zoo_test_J": {z["name"]: z["test_J"] for z in zoo},
+        "sequential_test_J": seq.get("test_J"), "independent_test_J": ind.get("test_J"),
+        "oracle_test_J": (ind.get("oracle") or {}).get("test_J"),
+        "valid": f"{seq.get('valid_proposals', 0) + ind.get('valid_proposals', 0)}/"
+                 f"{seq.get('proposals', 0) + ind.get('proposals', 0)}",
+        "invalid_reasons": dict(Counter(seq.get("invalid_reasons", {})) + Counter(ind.get("invalid_reasons", {}))),
+        "solver_calls": seq.get("solver_calls", 0) + ind.get("solver_calls", 0),
+        "proposer_calls": seq.get("proposer_calls", 0) + ind.get("proposer_calls", 0),
+        "wall_s": r.get("wall_s"),
+    }
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    head = (f"# {meta['model']} as solver and proposer (small-model, small-split result)\n\n"
+            f"Splits: feedback {meta['n_feedback']}, score {meta['n_score']}, test {meta['n_test']} problems; "
+            f"sequential {meta['rounds']} rounds x {meta['candidates']} candidates, independent "
+            f"{meta['rounds'] * meta['candidates']} proposals from the seed; 2 CPU cores (llama.cpp), shared with "
+            f"other jobs. Command: `{meta['command']}`\n\n"
+            "| task | seed test J | best zoo (picked on score) | its test J | sequential test J | independent test J "
+            "| oracle best-of-N test J (upper bound) | valid proposals | solver calls | wall |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
+    lines = [f"| {r['task']} | {_j(r['seed_test_J'])} | {r['best_zoo'] or '–'} | {_j(r['best_zoo_test_J'])} "
+             f"| {_j(r['sequential_test_J'])} | {_j(r['independent_test_J'])} | {_j(r['oracle_test_J'])} "
+             f"| {r['valid']} | {r['solver_calls']} | {(r['wall_s'] or 0) / 60:.1f} min |" for r in rows]
+    return head + "\n".join(lines) + "\n"
+
+
+async def one(spec: str, args: argparse.Namespace, solver: Any, proposer: Any) -> dict[str, Any]:
+    settings = AdaptSettings(
+        strategy="compare", rounds=args.rounds, candidates=args.candidates, seed=args.seed,
+        n_feedback=args.n_feedback, n_score=args.n_score, n_test=args.n_test, oracle=True, zoo_baselines=True,
+        budgets=Budgets(timeout_s=args.timeout), max_tokens=args.max_tokens, concurrency=args.concurrency,
+    )
+    rd = args.work / load_task(spec).family.replace("/", "_")
+    res = await adapt(load_task(spec), solver, proposer, settings, run_dir=rd, resume=rd.exists())
+    return res.to_json()
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", default=",".join(PAPER_TRAIN + PAPER_EVAL + [MUSIQUE]),
+                    help="comma-separated task specs")
+    ap.add_argument("--solver", default=MODEL)
+    ap.add_argument("--proposer", default=MODEL)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--candidates", type=int, default=2)
+    ap.add_argument("--n-feedback", type=int, default=3)
+    ap.add_argument("--n-score", type=int, default=6)
+    ap.add_argument("--n-test", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=180.0)
+    ap.add_argument("--max-tokens", type=int, default=768)
+    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--work", type=Path, default=Path("runs/qwen_table"))
+    ap.add_argument("--out", type=Path, default=Path("experiments/results/qwen_table"))
+    args = ap.parse_args()
+    meta = {k: getattr(args, k) for k in ("rounds", "candidates", "n_feedback", "n_score", "n_test", "seed")}
+    meta |= {"model": args.solver if args.solver == args.proposer else f"{args.solver} / {args.proposer}",
+             "command": "python experiments/qwen_table.py " + " ".join(sys.argv[1:])}
+    solver, proposer = load_model(args.solver), load_model(args.proposer)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    try:
+        for spec in [s for s in args.tasks.split(",") if s]:
+            results[spec] = await one(spec, args, solver, proposer)
+            rows = [row_of(s, r) for s, r in results.items()]
+            (args.out / "table.json").write_text(json.dumps({"meta": meta, "rows": rows, "results": results},
+                                                            indent=1, default=str))
+            (args.out / "table.md").write_text(markdown(rows, meta))
+            sys.stderr.write(f"[table] {spec} done ({time.perf_counter() - t0:.0f} s so far)\n")
+    finally:
+        await solver.aclose()
+        await proposer.aclose()
+    print((args.out / "table.md").read_text())
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
