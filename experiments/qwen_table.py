@@ -83,6 +83,31 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Grouped bars per task: seed, best zoo, sequential, independent test J; the oracle as a tick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [("seed_test_J", "seed"), ("best_zoo_test_J", "best zoo (score-picked)"),
+            ("sequential_test_J", "sequential"), ("independent_test_J", "independent")]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows)), 3.6))
+    w = 0.8 / len(keys)
+    for k, (key, label) in enumerate(keys):
+        ax.bar([i + k * w for i in range(len(rows))], [r[key] or 0.0 for r in rows], w, label=label)
+    ax.scatter([i + 1.5 * w for i in range(len(rows))], [r["oracle_test_J"] or 0.0 for r in rows], marker="_",
+               s=400, color="black", label="oracle best-of-N (upper bound)")
+    ax.set_xticks([i + 1.5 * w for i in range(len(rows))], [r["task"].removeprefix("rg:") for r in rows],
+                  rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("test J")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=7, ncol=3, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 async def one(spec: str, args: argparse.Namespace, solver: Any, proposer: Any) -> dict[str, Any]:
     settings = AdaptSettings(
         strategy="compare", rounds=args.rounds, candidates=args.candidates, seed=args.seed,
@@ -126,6 +151,7 @@ async def main() -> None:
             (args.out / "table.json").write_text(json.dumps({"meta": meta, "rows": rows, "results": results},
                                                             indent=1, default=str))
             (args.out / "table.md").write_text(markdown(rows, meta))
+            plot(rows, args.out / "table.png")
             sys.stderr.write(f"[table] {spec} done ({time.perf_counter() - t0:.0f} s so far)\n")
     finally:
         await solver.aclose()

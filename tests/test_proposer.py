@@ -196,3 +196,14 @@ def test_prompt_form_follows_the_chat_template() -> None:
     assert prompt_form(M(False), "chat") == "chat" and prompt_form(M(True), "plain") == "plain"
     assert prompt_form(load_model("openai:x?endpoint=completions", cache=False)) == "plain"
     assert prompt_form(load_model("openai:x", cache=False)) == "chat"
+
+
+def test_chat_without_an_assistant_start_asks_for_the_block_and_otherwise_is_the_same() -> None:
+    from harnesslearn.proposer import build_messages, template
+
+    h = Harness(seed_source("minimal"))
+    plain_user = build_messages(_Task(), h, _feedback())[1]["content"]
+    primed_user = build_messages(_Task(), h, _feedback(), prime="rewrite")[1]["content"]
+    ask = template("chat_open")
+    assert ask in plain_user and ask not in primed_user
+    assert plain_user.replace("\n" + ask, "") == primed_user  # the only difference

@@ -415,7 +415,8 @@ def _verdict(out: dict[str, Any]) -> str:
 @app.command()
 def demo(
     run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
-    family: Annotated[str, typer.Option("--family", help="Reasoning Gym family.")] = "basic_arithmetic",
+    family: Annotated[str | None, typer.Option(
+        "--family", help="Reasoning Gym family (default: the model's demo family, see harnesslearn.demo).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
     model: Annotated[str, typer.Option(
         "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
@@ -430,7 +431,7 @@ def demo(
         raise UserError("--run-dir must not be empty")
     out = asyncio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
     human = (
-        f"demo on rg:{family} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
+        f"demo on rg:{out['family']} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
         f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"
     )
     emit(out, as_json, human)

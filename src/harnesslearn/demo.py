@@ -23,7 +23,23 @@ DEMO_SETTINGS = AdaptSettings(
     strategy="sequential", rounds=3, candidates=3, seed=0, n_feedback=4, n_score=6, n_test=12, max_tokens=160,
     temperature=0.7, budgets=Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096), prime="rewrite", concurrency=2,
 )
+# the instruction-tuned coder: chat prompts with the assistant-turn start (prime auto), longer
+# bodies, fewer and smaller evaluations (it generates 12-20 tokens/s here, 10x slower than Gemma)
+QWEN_SETTINGS = AdaptSettings(
+    strategy="sequential", rounds=1, candidates=3, seed=0, n_feedback=3, n_score=6, n_test=12, max_tokens=400,
+    temperature=0.8, budgets=Budgets(timeout_s=120.0, max_calls=4, max_tokens=4096), concurrency=2,
+)
 DEMO_SOLVER = "local:gemma-3-270m"
+PROFILES: dict[str, tuple[str, AdaptSettings]] = {  # model -> (default family, settings)
+    "local:gemma-3-270m": ("basic_arithmetic", DEMO_SETTINGS),
+    "local:qwen2.5-coder-1.5b-instruct": ("gcd", QWEN_SETTINGS),
+    "local:qwen2.5-coder-0.5b-instruct": ("gcd", QWEN_SETTINGS),
+}
+
+
+def profile(model_spec: str) -> tuple[str, AdaptSettings]:
+    """The demo's default family and settings for a model (the Gemma ones for any other model)."""
+    return PROFILES.get(model_spec, PROFILES["local:gemma-3-270m"])
 
 
 def _report(run_dir: Path) -> str | None:
@@ -36,7 +52,7 @@ def _report(run_dir: Path) -> str | None:
     return str(write_report(run_dir))
 
 
-async def run_demo(run_dir: str | Path | None = None, family: str = "basic_arithmetic", *, resume: bool = False,
+async def run_demo(run_dir: str | Path | None = None, family: str | None = None, *, resume: bool = False,
                    model_spec: str = DEMO_SOLVER) -> dict[str, Any]:
     """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``."""
     from harnesslearn.models import load_model
@@ -46,15 +62,17 @@ async def run_demo(run_dir: str | Path | None = None, family: str = "basic_arith
     if resume and run_dir is None:
         raise UserError("--resume needs --run-dir (the demo directory to continue)")
     rd = Path(run_dir) if run_dir is not None else Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
+    default_family, settings = profile(model_spec)
+    family = family or default_family
     task = load_task(f"rg:{family}")
     model = load_model(model_spec)
     try:
-        result = await adapt(task, model, model, DEMO_SETTINGS, run_dir=rd, resume=resume)
+        result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
     finally:
         await model.aclose()
     out = result.to_json()
     out["family"] = family
-    out["n_test"] = DEMO_SETTINGS.n_test
+    out["n_test"] = settings.n_test
     out["report"] = _report(rd)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out

@@ -253,10 +253,14 @@ def build_messages(
     ``prime="rewrite"`` adds the start of the answer as a last assistant message, which the
     model continues (in-process engines render it as an open turn): the block of the plain
     rewrite prime (:func:`rewrite_tail`), opened on the current ``solve`` with the divider and
-    the new ``def`` line written, so the model writes only the new body."""
+    the new ``def`` line written, so the model writes only the new body. Without it (a chat API
+    that cannot continue an assistant turn) the user message ends by asking for the block's
+    first line (``prompts/chat_open.txt``)."""
     _, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
     search = solve_lines(harness.source) or harness.source.rstrip("\n")
-    fmt = Template(template("chat_format")).substitute(search=search)
+    # no assistant-turn start (the OpenAI chat API): ask for the block's first line
+    opening = "" if prime == "rewrite" else "\n" + template("chat_open")
+    fmt = Template(template("chat_format")).substitute(search=search, open=opening)
     msgs: Messages = [
         {"role": "system", "content": template("chat_system")},
         {"role": "user", "content": Template(template("chat_user")).substitute(format=fmt, **subs)},
