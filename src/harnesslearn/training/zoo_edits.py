@@ -23,6 +23,7 @@ import ast
 import difflib
 import io
 import tokenize
+from collections.abc import Sequence
 from typing import Any
 
 from harnesslearn.edits import apply_proposal
@@ -86,7 +87,7 @@ def diff_blocks(parent: str, child: str, *, context: int = 1) -> str:
     return text
 
 
-def _map(ops: list[tuple[str, int, int, int, int]], x: int, pick: Any) -> int:
+def _map(ops: Sequence[tuple[str, int, int, int, int]], x: int, pick: Any) -> int:
     """The child line index that parent line boundary ``x`` maps to (``pick=min``: before any
     lines inserted there, ``max``: after them)."""
     js = []
