@@ -150,6 +150,32 @@ async def waves(jobs: list[Any], size: int, deadline: float, run_one: Any, on_do
     return done
 
 
+async def until(jobs: list[Any], deadline: float, run_one: Any, on_done: Any) -> int:
+    """Start every job at once (the solver's batches stay full); record each as it finishes; at
+    ``deadline`` cancel the rest. Returns how many finished."""
+    tasks = {asyncio.ensure_future(run_one(j)): j for j in jobs}
+    finished = 0
+    pending = set(tasks)
+    while pending:
+        left = deadline - now()
+        if left <= 0:
+            break
+        done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            if t.exception() is not None:
+                rt.log(f"job {tasks[t]} failed: {t.exception()!r}")
+                continue
+            on_done(tasks[t], t.result())
+            finished += 1
+            rt.log(f"finished {tasks[t]} ({finished}/{len(jobs)})")
+    for t in pending:
+        t.cancel()
+    if pending:
+        rt.log(f"deadline: {len(pending)} of {len(jobs)} jobs cancelled")
+        await asyncio.gather(*pending, return_exceptions=True)
+    return finished
+
+
 # ----------------------------------------------------------------------------- sftdata
 async def stage_sftdata(rtm: Runtime, a: argparse.Namespace, ret: Path) -> None:
     from collections import Counter
@@ -375,7 +401,7 @@ async def stage_eval(rtm: Runtime, a: argparse.Namespace, ret: Path, work: Path)
         return row
 
     jobs = [(arm, fam) for fam in families for arm in arms if (arm, fam) not in have]
-    await waves(jobs, a.wave_eval * max(1, len(arms)), deadline, one, lambda j, r: append_jsonl(rows_path, [r]))
+    await until(jobs, deadline, one, lambda j, r: append_jsonl(rows_path, [r]))
     for b in arms.values():
         if b is not None:
             await b.aclose()
@@ -524,7 +550,6 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--minutes-eval", type=float, default=8.0)
     r.add_argument("--arms", default="zoo,base,sft,rl")
     r.add_argument("--families", default="", help="comma list (default: the 21 paper-eval families)")
-    r.add_argument("--wave-eval", type=int, default=7, help="families per wave")
     r.add_argument("--k", type=int, default=4, help="proposals per (arm, family)")
     r.add_argument("--n-score-eval", type=int, default=6)
     r.add_argument("--n-test-eval", type=int, default=12)
