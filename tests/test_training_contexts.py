@@ -89,3 +89,25 @@ def test_unknown_seed_harness_is_a_user_error(tmp_path: Path) -> None:
         seed_harness("style:nope")
     with pytest.raises(UserError):
         seed_harness(str(tmp_path / "missing.py"))
+
+
+def test_chat_form_context_is_the_rendered_test_time_messages(env: dict) -> None:
+    """form="chat": the context prompt is build_messages(prime="rewrite") through the render
+    function (the policy's chat template at training time), ending with the rewrite prefill, so
+    the reward's finish_completion sees a rewrite prompt."""
+    from harnesslearn.harness import load_harness
+    from harnesslearn.proposer import finish_completion, rewrite_tail
+
+    seen: list = []
+
+    def render(msgs: list) -> str:
+        seen.append(msgs)
+        return "<chat>" + "|".join(m["role"] for m in msgs) + "</chat>" + msgs[-1]["content"]
+
+    (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 0)], form="chat", prime="rewrite",
+                      render=render)
+    assert [m["role"] for m in seen[-1]] == ["system", "user", "assistant"]
+    tail = rewrite_tail(load_harness("minimal").source)
+    assert tail is not None and ctx.prompt.endswith(tail)
+    proposal = finish_completion("    return '7'\n", ctx.prompt, hit_max_tokens=False)
+    assert proposal.startswith(tail) and proposal.rstrip().endswith(">>>>>>> REPLACE")

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import yaml
 
 from harnesslearn.errors import UserError
-from harnesslearn.proposer import Prime, Style
+from harnesslearn.proposer import Form, Prime, Style
 
 PAPER_TRAIN = ["codeio", "maze", "rotten_oranges", "simple_geometry", "tower_of_hanoi"]
 
@@ -131,6 +131,8 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     style: Style = _f("canonical", "Prompt style: canonical | varied (the format-varied variant).")
     prime: Prime = _f("search", "How prompts end: search (an open SEARCH marker) | rewrite (the whole solve is "
                     "searched and the policy writes its new body; much higher validity for weak base models).")
+    form: Form = _f("plain", "Prompt form: plain (build_prompt, for base models) | chat (build_messages rendered with "
+                    "the policy's chat template; with prime: rewrite the answer is prefilled, as at test time).")
     multistep: bool = _f(False, "Multistep variant: contexts from revision sequences of the policy as it is when "
                          "the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = _f(2, "Multistep: a context's harness is the best after k in [0, this] rounds.")

@@ -117,11 +117,26 @@ class Builder:
     candidates: int = 2
     temperature: float = 1.0
     max_tokens: int = 512
+    form: str = "plain"  # plain: build_prompt; chat: build_messages rendered by ``render``
+    render: Any = None  # chat form: messages -> the prompt text the policy continues (model_io.chat_text)
+
+    def prompt(self, task: Any, harness: Harness, fb: Any, history: list[Any], rng_seed: int) -> str:
+        """The context's prompt text in this builder's form (the test-time prompt)."""
+        from harnesslearn.proposer import build_messages, build_prompt
+
+        if self.form == "chat":
+            if self.render is None:
+                raise ValueError("the chat form needs a render function")
+            msgs = build_messages(task, harness, fb, history, style=self.style, n_traces=self.n_traces,
+                                  rng_seed=rng_seed, prime="rewrite" if self.prime == "rewrite" else "none")
+            return str(self.render(msgs))
+        return build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,
+                            n_traces=self.n_traces, rng_seed=rng_seed)
 
     async def realise(self, plan: ContextPlan, tasks: dict[str, Any]) -> Context:
         from harnesslearn.edits import apply_proposal
         from harnesslearn.evaluation import evaluate
-        from harnesslearn.proposer import Attempt, build_prompt, propose
+        from harnesslearn.proposer import Attempt, propose
 
         task = tasks[plan.task_spec]
         harness = seed_harness(plan.seed_harness)
@@ -139,8 +154,7 @@ class Builder:
                                 progress=False)
             if parent_J is None:
                 parent_J = await score(harness)
-            prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,
-                                  n_traces=self.n_traces, rng_seed=plan.seed + rnd)
+            prompt = self.prompt(task, harness, fb, history, plan.seed + rnd)
             texts = await propose(self.proposer, prompt, self.candidates, temperature=self.temperature,
                                   max_tokens=self.max_tokens, seed=plan.seed * 31 + rnd * 7)
             best: tuple[float, Harness] | None = None
@@ -157,8 +171,7 @@ class Builder:
                 parent_J, harness = best
         fb = await evaluate(harness, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
                             progress=False)
-        prompt = build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,
-                              n_traces=self.n_traces, rng_seed=plan.seed)
+        prompt = self.prompt(task, harness, fb, history, plan.seed)
         return Context(plan.id, plan.task_spec, plan.seed, harness, prompt, plan.rounds, parent_J)
 
 

@@ -51,7 +51,7 @@ from harnesslearn.training.contexts import (
     realise_contexts,
     task_spec,
 )
-from harnesslearn.training.model_io import load_policy, lora_config
+from harnesslearn.training.model_io import chat_text, load_policy, lora_config
 from harnesslearn.training.reward import RewardRequest, harness_rewards
 from harnesslearn.training.rollouts import Candidate, RolloutSink
 from harnesslearn.training.sft import resume_arg
@@ -224,12 +224,12 @@ def budgets_of(cfg: GRPOTrainConfig) -> Budgets:
 
 
 def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: Any, tasks: dict[str, Any],
-                   policy: Any = None) -> list[Context]:
+                   policy: Any = None, render: Any = None) -> list[Context]:
     plans = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
                           multistep_max_rounds=cfg.multistep_max_rounds if cfg.multistep else 0)
     builder = Builder(executor, cfg.n_feedback, cfg.n_score, cfg.n_traces, cfg.style, cfg.prime, budgets_of(cfg),
                       proposer=policy, candidates=cfg.multistep_candidates, temperature=cfg.temperature,
-                      max_tokens=cfg.max_completion_length)
+                      max_tokens=cfg.max_completion_length, form=cfg.form, render=render)
     contexts = runner.run(realise_contexts(plans, builder, tasks))
     if cfg.max_prompt_chars is not None:
         contexts = [c for c in contexts if len(c.prompt) <= cfg.max_prompt_chars]
@@ -260,7 +260,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
 
             policy = PolicyBackend(model, tok)
         t1 = time.perf_counter()
-        contexts = build_contexts(cfg, runner, executor, tasks, policy)
+        render = (lambda msgs: chat_text(tok, msgs)) if cfg.form == "chat" else None
+        contexts = build_contexts(cfg, runner, executor, tasks, policy, render)
         t_contexts = time.perf_counter() - t1
         out = Path(cfg.output_dir)
         sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)

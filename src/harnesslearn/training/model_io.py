@@ -65,3 +65,13 @@ def lora_config(r: int, alpha: int, dropout: float, target_modules: str | list[s
 
     return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
                       task_type="CAUSAL_LM")
+
+
+def chat_text(tok: Any, messages: list[dict[str, str]]) -> str:
+    """The prompt text for chat ``messages`` as the ``hf:`` engine renders it: the tokenizer's chat
+    template with a generation prompt, and a last assistant message (a prefill) appended to be
+    continued. Training on this text trains exactly what the model continues at test time."""
+    msgs = list(messages)
+    prefill = msgs.pop()["content"] if msgs and msgs[-1].get("role") == "assistant" else ""
+    text: str = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    return text + prefill
