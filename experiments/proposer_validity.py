@@ -50,8 +50,8 @@ def example_replacements() -> set[str]:
     return {b.replace.strip() for b in parse_blocks(template("few_shot")).blocks}
 
 
-async def one_family(family: str, args: argparse.Namespace, solver: Any, proposer: Any, form: str, prime: str
-                     ) -> dict[str, Any]:
+async def one_family(family: str, args: argparse.Namespace, solver: Any, proposer: Any, form: str, prime: str,
+                     prefill: bool) -> dict[str, Any]:
     task = load_task(f"rg:{family}")
     seed_h: Harness = load_harness(args.harness)
     budgets = Budgets(timeout_s=120.0)
@@ -59,13 +59,13 @@ async def one_family(family: str, args: argparse.Namespace, solver: Any, propose
     async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:
         fb = await evaluate(seed_h, task, "feedback", args.n_feedback, args.seed, ex, budgets=budgets, progress=False)
         prompt = make_prompt(form, task, seed_h, fb, rng_seed=candidate_seed(args.seed, 1, 0),  # type: ignore[arg-type]
-                             prime=prime)
+                             prime=prime, prefill=prefill)
         rows = []
         for i in range(args.samples):
             t0 = time.perf_counter()
             text, comp, _ = await sample_one(proposer, prompt, temperature=args.temperature, max_tokens=args.max_tokens,
                                              seed=candidate_seed(args.seed, 1, i),
-                                             rewrite=prime == "rewrite")
+                                             rewrite=prime == "rewrite", source=seed_h.source)
             r = apply_proposal(seed_h.source, text)
             blocks = parse_blocks(text).blocks
             row: dict[str, Any] = {
@@ -120,19 +120,22 @@ async def main() -> None:
     ap.add_argument("--form", default="auto", help="auto | chat | plain")
     ap.add_argument("--prime", default="auto", help="auto (as adapt: rewrite for chat to in-process engines) | "
                     "search | rewrite")
+    ap.add_argument("--prefill", default="auto", help="auto (where the engine continues an assistant turn) | yes | "
+                    "no (as through the OpenAI chat API)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     solver = load_model(args.solver)
     proposer = solver if args.proposer == args.solver else load_model(args.proposer)
     form = prompt_form(proposer, args.form)
     prime = resolve_prime(proposer, form, args.prime)
+    prefill = proposer.continues_assistant() if args.prefill == "auto" else args.prefill == "yes"
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     out: dict[str, Any] = {}
     try:
         for fam in args.families.split(","):
-            results.append(await one_family(fam.strip(), args, solver, proposer, form, prime))
-            out = {"proposer": args.proposer, "solver": args.solver, "form": form, "prime": prime,
+            results.append(await one_family(fam.strip(), args, solver, proposer, form, prime, prefill))
+            out = {"proposer": args.proposer, "solver": args.solver, "form": form, "prime": prime, "prefill": prefill,
                    "harness": args.harness, "samples": args.samples, "temperature": args.temperature,
                    "max_tokens": args.max_tokens, "wall_s": round(time.perf_counter() - t0, 1),
                    "summary": summary(results), "families": results}

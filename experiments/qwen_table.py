@@ -36,7 +36,8 @@ from harnesslearn.sandbox import Budgets
 from harnesslearn.tasks import load_task
 
 QA = os.environ.get("HARNESSLEARN_QA_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"))
-PAPER_TRAIN = ["rg:rotten_oranges", "rg:maze"]
+# cheap families first (rotten_oranges' long grids took over 20 minutes a run on 2 shared cores)
+PAPER_TRAIN = ["rg:simple_geometry", "rg:maze"]
 PAPER_EVAL = ["rg:basic_arithmetic", "rg:gcd", "rg:word_sorting", "rg:letter_counting"]
 MUSIQUE = f"musique:{QA}/musique_dev_with_paragraphs.jsonl?corpus={QA}/musique_dev200_corpus.jsonl"
 MODEL = "local:qwen2.5-coder-1.5b-instruct"
@@ -121,15 +122,16 @@ async def one(spec: str, args: argparse.Namespace, solver: Any, proposer: Any) -
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", default=",".join(PAPER_TRAIN + PAPER_EVAL + [MUSIQUE]),
+    order = [PAPER_EVAL[1], PAPER_TRAIN[0], PAPER_EVAL[2], PAPER_TRAIN[1], MUSIQUE, PAPER_EVAL[0], PAPER_EVAL[3]]
+    ap.add_argument("--tasks", default=",".join(order),
                     help="comma-separated task specs")
     ap.add_argument("--solver", default=MODEL)
     ap.add_argument("--proposer", default=MODEL)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--candidates", type=int, default=2)
     ap.add_argument("--n-feedback", type=int, default=3)
-    ap.add_argument("--n-score", type=int, default=6)
-    ap.add_argument("--n-test", type=int, default=10)
+    ap.add_argument("--n-score", type=int, default=5)
+    ap.add_argument("--n-test", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--max-tokens", type=int, default=768)

@@ -293,8 +293,8 @@ def test_adapt_refuses_a_task_without_a_score_or_feedback_split(tmp_path):
 
 
 class _ChatProposer:
-    """A scripted chat model: records each request and writes a new ``solve`` body that computes
-    the sum (valid only when the prompt's assistant-turn start opened the block)."""
+    """A scripted chat model: records each request; continues an assistant-turn start with a new
+    ``solve`` body that computes the sum, or, asked in words, answers with the whole function."""
 
     spec = "test:chat"
 
@@ -312,15 +312,17 @@ class _ChatProposer:
 
         self.requests.append(request)
         body = "    import re\n    a, b = re.findall(r'-?\\d+', question)[:2]\n    return str(int(a) + int(b))\n"
-        return Completion([body], prompt_tokens=10, completion_tokens=20)
+        text = body if request.prompt[-1]["role"] == "assistant" else (
+            "Sure:\n```python\ndef solve(model, question):\n" + body + "```\nThis computes the sum.")
+        return Completion([text], prompt_tokens=10, completion_tokens=20)
 
     async def aclose(self) -> None:
         pass
 
 
-@pytest.mark.parametrize("continues, valid", [(True, True), (False, False)])
-def test_a_chat_proposer_gets_messages_and_the_rewrite_start_only_where_it_is_continued(
-        env: dict[str, Path], continues: bool, valid: bool) -> None:
+@pytest.mark.parametrize("continues", [True, False])
+def test_a_chat_proposer_writes_the_new_solve_with_or_without_an_assistant_start(
+        env: dict[str, Path], continues: bool) -> None:
     from harnesslearn.adapt import adapt
     from harnesslearn.store import Store
 
@@ -331,9 +333,10 @@ def test_a_chat_proposer_gets_messages_and_the_rewrite_start_only_where_it_is_co
                           run_dir=rd, progress=False))
     (req,) = proposer.requests
     assert isinstance(req.prompt, list) and [m["role"] for m in req.prompt][:2] == ["system", "user"]
-    # auto prime: the assistant-turn start (the block opened on solve) only for an engine that continues it
+    # auto prime: the block opened on solve as an assistant-turn start only where the engine continues it
     assert (req.prompt[-1]["role"] == "assistant") is continues
-    assert r.valid_proposals == int(valid) and (r.test_J == 1.0) is valid
+    assert (req.stop is not None) is continues  # a whole function is asked for: no stop strings cut it
+    assert r.valid_proposals == 1 and r.test_J == 1.0
     with Store.open(rd) as s:
         (p,) = s.proposals("sequential")
         assert json.loads(p.prompt or "") == req.prompt  # stored as the messages sent
@@ -350,7 +353,10 @@ def test_zoo_baselines_are_evaluated_on_score_and_test_and_shown_in_the_report(e
                                                    zoo_baselines=True),
                           run_dir=rd, progress=False, seed_harness=zoo.build("reason_extract", task)))
     assert r.zoo is not None and [z["name"] for z in r.zoo] == zoo.names(task)
-    assert sum(z["best"] for z in r.zoo) == 1 and all(z["score"]["n"] == 3 and z["test"]["n"] == 3 for z in r.zoo)
+    assert sum(z["best"] for z in r.zoo) == 1 and all(z["score"]["n"] == 3 for z in r.zoo)
+    # only the pick (on the score split) is evaluated on test
+    assert [z["test"].get("n") for z in r.zoo if z["best"]] == [3]
+    assert all(z["test_J"] is None for z in r.zoo if not z["best"])
     assert r.seed_harness_id == zoo.build("reason_extract", task).id
     html = write_report(rd).read_text()
     assert "zoo:interpreter_loop" in html and "best zoo harness" in html

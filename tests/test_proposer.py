@@ -207,3 +207,26 @@ def test_chat_without_an_assistant_start_asks_for_the_block_and_otherwise_is_the
     ask = template("chat_open")
     assert ask in plain_user and ask not in primed_user
     assert plain_user.replace("\n" + ask, "") == primed_user  # the only difference
+
+
+def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_block() -> None:
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.proposer import build_messages, finish_completion, template
+
+    src = seed_source("minimal")
+    msgs = build_messages(_Task(), Harness(src), _feedback(), prime="rewrite", prefill=False)
+    assert msgs[-1]["role"] == "user" and template("chat_function").split("\n")[0] in msgs[-1]["content"]
+    fn = "def solve(model, question):\n    import re\n    return re.sub('x', '', question)\n"
+
+    def finish(text: str, hit: bool = False) -> Any:
+        return apply_proposal(src, finish_completion(text, msgs, hit_max_tokens=hit, rewrite=True, source=src))
+
+    r = finish(f"Here is the new function:\n```python\n{fn}```\nIt removes every x.")
+    assert r.valid and r.source is not None and "re.sub" in r.source and "removes" not in r.source
+    assert finish(f"```python\n{fn}").valid  # no closing fence, but the text ended before the token limit
+    assert not finish("```python\ndef solve(model, question):\n    return (", hit=True).valid  # cut by max_tokens
+    # a whole file is not a function: still invalid, as is a reply with no solve at all
+    assert finish(f"```python\nimport re\n\n{fn}\nprint(solve(None, 'x'))\n```").reason == "no_blocks"
+    assert finish("I would change the prompt.").reason == "no_blocks"
+    # comments around the function are fine
+    assert finish(f"```python\n# revised\n{fn}```").valid

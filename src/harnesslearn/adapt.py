@@ -219,7 +219,7 @@ class Loop:
         try:
             text, comp, req = await sample_one(
                 self.proposer, prompt, temperature=self.settings.temperature, max_tokens=self.settings.max_tokens,
-                seed=s, rewrite=self.prime == "rewrite",
+                seed=s, rewrite=self.prime == "rewrite", source=parent.source,
             )
         except InfraError:
             raise
@@ -263,7 +263,7 @@ class Loop:
     def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:
         return make_prompt(self.form, self.task, harness, feedback, history,
                            rng_seed=candidate_seed(self.settings.seed, round, 0), n_traces=self.settings.n_traces,
-                           prime=self.prime)
+                           prime=self.prime, prefill=self.proposer.continues_assistant())
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
                    ) -> RoundSummary:
@@ -372,21 +372,23 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
 
 
 async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:
-    """Every zoo harness that applies to the task, evaluated on the score and test splits of this
-    run (stored with purpose ``zoo``; not counted in the adaptation's solver calls). The row
-    marked ``best`` is picked on the score split, never on test."""
+    """Every zoo harness that applies to the task, evaluated on the score split of this run, and
+    the best of them (picked on the score split, never on test) also on the test split (stored
+    with purpose ``zoo``; not counted in the adaptation's solver calls). ``harnesslearn zoo
+    --test all`` evaluates every one on test."""
     from harnesslearn import zoo
 
     rows: list[dict[str, Any]] = []
     for name in zoo.names(loop.task):
         h = zoo.build(name, loop.task, loop.settings.seed)
         score = await loop.evaluation(h, "score", purpose="zoo")
-        test = await loop.evaluation(h, "test", purpose="zoo")
-        rows.append({"name": name, "harness_id": h.id, "score_J": score.J, "test_J": test.J,
-                     "score": zoo.summarise(score), "test": zoo.summarise(test), "best": False})
+        rows.append({"name": name, "harness_id": h.id, "score_J": score.J, "test_J": None,
+                     "score": zoo.summarise(score), "test": {}, "best": False})
     scored = [r for r in rows if r["score_J"] is not None]
     if scored:
-        max(scored, key=lambda r: r["score_J"])["best"] = True
+        top = max(scored, key=lambda r: r["score_J"])  # the first on ties
+        test = await loop.evaluation(loop.store.load_harness(top["harness_id"]), "test", purpose="zoo")
+        top.update(best=True, test_J=test.J, test=zoo.summarise(test))
     return rows
 
 

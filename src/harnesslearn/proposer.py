@@ -242,6 +242,7 @@ def build_messages(
     n_traces: int = 4,
     rng_seed: int = 0,
     prime: Literal["none", "rewrite"] = "none",
+    prefill: bool = True,
 ) -> Messages:
     """The chat revision prompt (for instruction-tuned models): a system and a user message.
 
@@ -253,19 +254,23 @@ def build_messages(
     ``prime="rewrite"`` adds the start of the answer as a last assistant message, which the
     model continues (in-process engines render it as an open turn): the block of the plain
     rewrite prime (:func:`rewrite_tail`), opened on the current ``solve`` with the divider and
-    the new ``def`` line written, so the model writes only the new body. Without it (a chat API
-    that cannot continue an assistant turn) the user message ends by asking for the block's
-    first line (``prompts/chat_open.txt``)."""
+    the new ``def`` line written, so the model writes only the new body. With ``prefill=False``
+    (a chat API that cannot continue an assistant turn) the same rewrite is asked for in words:
+    the model answers with the new ``solve`` function in a code block
+    (``prompts/chat_function.txt``), and :func:`finish_completion` builds the block around it.
+    ``prime="none"`` asks for whole edit blocks (ending with ``prompts/chat_open.txt``)."""
     _, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
     search = solve_lines(harness.source) or harness.source.rstrip("\n")
-    # no assistant-turn start (the OpenAI chat API): ask for the block's first line
-    opening = "" if prime == "rewrite" else "\n" + template("chat_open")
-    fmt = Template(template("chat_format")).substitute(search=search, open=opening)
+    if prime == "rewrite" and not prefill:
+        fmt = Template(template("chat_function")).substitute(search=search)
+    else:
+        opening = "" if prime == "rewrite" else "\n" + template("chat_open")
+        fmt = Template(template("chat_format")).substitute(search=search, open=opening)
     msgs: Messages = [
         {"role": "system", "content": template("chat_system")},
         {"role": "user", "content": Template(template("chat_user")).substitute(format=fmt, **subs)},
     ]
-    if prime == "rewrite":
+    if prime == "rewrite" and prefill:
         msgs.append({"role": "assistant", "content": rewrite_tail(harness.source) or PRIME})
     return msgs
 
@@ -281,11 +286,13 @@ def make_prompt(
     n_traces: int = 4,
     rng_seed: int = 0,
     prime: Prime = "search",
+    prefill: bool = True,
 ) -> str | Messages:
-    """:func:`build_messages` for ``form="chat"``, :func:`build_prompt` for ``form="plain"``."""
+    """:func:`build_messages` for ``form="chat"`` (``prefill``: whether the engine continues a last
+    assistant message), :func:`build_prompt` for ``form="plain"``."""
     if form == "chat":
         return build_messages(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
-                              prime="rewrite" if prime == "rewrite" else "none")
+                              prime="rewrite" if prime == "rewrite" else "none", prefill=prefill)
     if form == "plain":
         return build_prompt(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
                             prime=prime)
@@ -305,16 +312,15 @@ def prompt_form(proposer: ModelBackend, requested: str = "auto") -> Form:
 
 def resolve_prime(proposer: ModelBackend, form: Form, requested: str = "auto") -> Prime:
     """Where the prompt ends: ``requested`` when it is ``search`` or ``rewrite``; for ``auto``,
-    ``rewrite`` for a chat prompt to an engine that continues a last assistant message (the
-    measured best for the untrained Qwen coders: 15/18 valid edits, against 0/2 with no
-    assistant-turn start, which wrote whole files), else ``search`` (for a chat prompt: no
-    assistant-turn start, the OpenAI chat API cannot continue one; for plain text: an opening
-    SEARCH marker)."""
+    ``rewrite`` for a chat prompt (the model writes the new ``solve``: continuing an
+    assistant-turn start where the engine can, else asked in words; the measured best for the
+    untrained Qwen coders, which as a rule fail to write whole blocks: 0/8 valid on gcd), else
+    ``search`` (plain text ending in an opening SEARCH marker, for base models)."""
     if requested in ("search", "rewrite"):
         return requested  # type: ignore[return-value]
     if requested != "auto":
         raise ValueError(f"unknown prime {requested!r}")
-    return "rewrite" if form == "chat" and proposer.continues_assistant() else "search"
+    return "rewrite" if form == "chat" else "search"
 
 
 def solve_lines(source: str) -> str | None:
@@ -376,7 +382,7 @@ def candidate_seed(seed: int, round: int, index: int) -> int:
 
 async def sample_one(
     proposer: ModelBackend, prompt: str | Messages, *, temperature: float = 0.8, max_tokens: int = 1024,
-    seed: int = 0, rewrite: bool | None = None,
+    seed: int = 0, rewrite: bool | None = None, source: str | None = None,
 ) -> tuple[str, Completion, GenerateRequest]:
     """One proposal: (proposal text, the raw Completion, the request). InfraError propagates.
 
@@ -385,33 +391,76 @@ async def sample_one(
     marker (for chat prompts also at a closing code fence), the body ends at its first
     non-indented non-empty line (dropped with all after it), and the REPLACE marker is added when
     the body ended (at a stop, a dedent, or end of text before ``max_tokens``). A body cut by
-    ``max_tokens`` gets no marker and stays invalid."""
+    ``max_tokens`` gets no marker and stays invalid. A rewrite chat prompt without an
+    assistant-turn start (``build_messages(prefill=False)``) is answered with a whole function:
+    no stop strings, and ``source`` (the harness revised) gives the block's SEARCH lines."""
     if rewrite is None:  # detect a prompt built with prime="rewrite"
         rewrite = "\n=======\n" in primed_tail(prompt)
     stop = (END, "\n<<<<<<<", "\n=======") + (("\n```",) if isinstance(prompt, list) else ())
     req = GenerateRequest(
         prompt=prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=seed,
-        stop=stop if rewrite else None,
+        stop=stop if rewrite and not _asks_function(prompt) else None,
     )
     completion = await proposer.generate(req)
     hit_max = completion.completion_tokens >= max_tokens
-    return finish_completion(completion.text, prompt, hit_max_tokens=hit_max, rewrite=rewrite), completion, req
+    text = finish_completion(completion.text, prompt, hit_max_tokens=hit_max, rewrite=rewrite, source=source)
+    return text, completion, req
 
 
-def finish_completion(text: str, prompt: str | Messages, *, hit_max_tokens: bool, rewrite: bool | None = None) -> str:
+def _asks_function(prompt: str | Messages) -> bool:
+    """A chat prompt with no assistant-turn start (one built with ``prefill=False``)."""
+    return isinstance(prompt, list) and not primed_tail(prompt)
+
+
+def finish_completion(text: str, prompt: str | Messages, *, hit_max_tokens: bool, rewrite: bool | None = None,
+                      source: str | None = None) -> str:
     """The proposal text for a raw completion of ``prompt`` (shared by adaptation and GRPO).
 
     For a rewrite prompt (``rewrite=None`` detects one from the prompt's open block having its
     divider already), the completion is the new ``solve`` body: it ends at its first
     non-indented line, and the REPLACE marker is added when the body ended before the token
-    limit. Then :func:`as_proposal` puts the prompt's open block in front."""
+    limit. Then :func:`as_proposal` puts the prompt's open block in front. For a rewrite chat
+    prompt without that open block, the reply's ``solve`` function (:func:`reply_function`)
+    becomes the REPLACE part of a block on ``source``'s ``solve``; a reply without one, or cut by
+    the token limit, stays as it is (invalid: no blocks)."""
     if rewrite is None:
         rewrite = "\n=======\n" in primed_tail(prompt)
+    if rewrite and _asks_function(prompt) and not _SEARCH_MARKER.search(text):
+        fn, ended = reply_function(text)
+        lines = solve_lines(source) if source is not None else None
+        if fn is None or lines is None or (hit_max_tokens and not ended):
+            return text
+        return PRIME + lines + "\n=======\n" + fn + END + "\n"
     if rewrite and not _END_MARKER.search(text):
         body, ended = end_of_body(text)
         if ended or not hit_max_tokens:
             text = body.rstrip("\n") + "\n" + END + "\n"
     return as_proposal(text, prompt)
+
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(```|\Z)", re.DOTALL)
+
+
+def reply_function(text: str) -> tuple[str | None, bool]:
+    """The ``solve`` function of a reply: the first code block (else the whole text) that holds a
+    top-level ``def solve(``, which must hold nothing else at top level but blank and comment
+    lines (a whole file stays a whole file: None). Returns the function (its ``def`` line and
+    body) and whether it ended (a dedent or a closing code fence) rather than running to the end
+    of the text."""
+    blocks = [(m.group(1), bool(m.group(2))) for m in _FENCE.finditer(text)] or [(text, False)]
+    for code, closed in blocks:
+        lines = code.split("\n")
+        starts = [i for i, line in enumerate(lines) if line.startswith("def solve(")]
+        if not starts:
+            continue
+        i = starts[0]
+        body, dedent = end_of_body("\n".join(lines[i + 1 :]))
+        n_body = len(body.split("\n"))
+        outside = lines[:i] + lines[i + 1 + n_body :]
+        if not body.strip() or any(line.strip() and not line.lstrip().startswith("#") for line in outside):
+            return None, False
+        return lines[i] + "\n" + body.rstrip("\n") + "\n", dedent or closed
+    return None, False
 
 
 def end_of_body(text: str) -> tuple[str, bool]:

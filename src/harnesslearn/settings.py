@@ -88,8 +88,8 @@ class AdaptSettings:
         "opening SEARCH marker; for chat: nothing) | rewrite (a block opened on solve(), the model writes the new "
         "body).")
     zoo_baselines: bool = setting(
-        False, "--zoo-baselines", "Also evaluate every zoo harness that applies on the score and test splits "
-        "(baselines in the result and the report; the best is picked on the score split).", affects_results=False)
+        False, "--zoo-baselines", "Also evaluate every zoo harness that applies on the score split and the best "
+        "of them (picked there) on the test split: baselines in the result and the report.", affects_results=False)
     concurrency: int | None = setting(None, "--concurrency", "Harness runs in flight at once (default: the "
                                       "executor's).", lo=1, hi=MAX_CONCURRENCY, affects_results=False)
 
