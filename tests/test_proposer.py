@@ -225,8 +225,17 @@ def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_b
     assert r.valid and r.source is not None and "re.sub" in r.source and "removes" not in r.source
     assert finish(f"```python\n{fn}").valid  # no closing fence, but the text ended before the token limit
     assert not finish("```python\ndef solve(model, question):\n    return (", hit=True).valid  # cut by max_tokens
-    # a whole file is not a function: still invalid, as is a reply with no solve at all
+    # imports and a docstring around it are fine (the imports land in front of the new solve) ...
+    r = finish(f"```python\n\"\"\"A harness.\"\"\"\nimport math\nfrom re import sub\n\n{fn}```")
+    assert r.valid and r.source is not None and "import math\nfrom re import sub\ndef solve" in r.source
+    assert r.source.count("A harness.") == 0
+    # ... but other module code is a rewritten file: still invalid, as is a reply with no solve at all
     assert finish(f"```python\nimport re\n\n{fn}\nprint(solve(None, 'x'))\n```").reason == "no_blocks"
+    assert finish(f"```python\ndef helper():\n    return 1\n\n{fn}```").reason == "no_blocks"
     assert finish("I would change the prompt.").reason == "no_blocks"
+    # a fence inside the code (in a string) does not close the block
+    inner = "def solve(model, question):\n    reply = model(question)\n    return reply.split('```')[0]\n"
+    r = finish(f"```python\n{inner}```\n")
+    assert r.valid and r.source is not None and "split('```')[0]" in r.source
     # comments around the function are fine
     assert finish(f"```python\n# revised\n{fn}```").valid

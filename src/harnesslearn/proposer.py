@@ -438,15 +438,17 @@ def finish_completion(text: str, prompt: str | Messages, *, hit_max_tokens: bool
     return as_proposal(text, prompt)
 
 
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(```|\Z)", re.DOTALL)
+# a code block; it closes only at a fence on a line of its own (code may hold "```" in a string)
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(^[ \t]*```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
 
 
 def reply_function(text: str) -> tuple[str | None, bool]:
-    """The ``solve`` function of a reply: the first code block (else the whole text) that holds a
-    top-level ``def solve(``, which must hold nothing else at top level but blank and comment
-    lines (a whole file stays a whole file: None). Returns the function (its ``def`` line and
-    body) and whether it ended (a dedent or a closing code fence) rather than running to the end
-    of the text."""
+    """The new ``solve`` of a reply: the first code block (else the whole text) with a top-level
+    ``def solve(``. Around the function that block may hold only imports (kept, in front of it),
+    a docstring (dropped) and blank or comment lines; anything else (helpers, module code,
+    example calls) makes the reply no function (None), so a rewritten file stays invalid.
+    Returns the text and whether the function ended (a dedent or a closing code fence) rather
+    than running to the end of the reply."""
     blocks = [(m.group(1), bool(m.group(2))) for m in _FENCE.finditer(text)] or [(text, False)]
     for code, closed in blocks:
         lines = code.split("\n")
@@ -455,11 +457,18 @@ def reply_function(text: str) -> tuple[str | None, bool]:
             continue
         i = starts[0]
         body, dedent = end_of_body("\n".join(lines[i + 1 :]))
-        n_body = len(body.split("\n"))
-        outside = lines[:i] + lines[i + 1 + n_body :]
-        if not body.strip() or any(line.strip() and not line.lstrip().startswith("#") for line in outside):
+        rest = "\n".join(lines[:i] + lines[i + 1 + len(body.split("\n")) :])
+        try:
+            tree = ast.parse(rest)
+        except SyntaxError:
             return None, False
-        return lines[i] + "\n" + body.rstrip("\n") + "\n", dedent or closed
+        docstring = [n for n in tree.body[:1] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                     and isinstance(n.value.value, str)]
+        imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+        if not body.strip() or len(docstring) + len(imports) != len(tree.body):
+            return None, False
+        head = "".join(ast.get_source_segment(rest, n) + "\n" for n in imports)  # type: ignore[operator]
+        return head + lines[i] + "\n" + body.rstrip("\n") + "\n", dedent or closed
     return None, False
 
 
