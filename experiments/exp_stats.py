@@ -16,23 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from harnesslearn.stats import bootstrap_ci  # noqa: F401 - the one implementation, re-exported here
+
 ALPHA = 0.05
 
 
 def _interval(stats: np.ndarray, point: float) -> dict[str, float]:
     lo, hi = np.quantile(stats, [ALPHA / 2, 1 - ALPHA / 2])
     return {"mean": float(point), "lo": float(lo), "hi": float(hi)}
-
-
-def bootstrap_ci(values: Sequence[float], *, n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
-    """Mean of ``values`` with a 95 % bootstrap interval over the values (problems).
-    An empty list gives NaNs; one value gives a zero-width interval."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        return {"mean": math.nan, "lo": math.nan, "hi": math.nan}
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_boot, x.size))  # [B, n]
-    return _interval(x[idx].mean(axis=1), float(x.mean()))
 
 
 def bootstrap_paired_diff(before: Sequence[float], after: Sequence[float], *, n_boot: int = 2000,
