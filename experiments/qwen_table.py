@@ -29,10 +29,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harnesslearn import AdaptSettings
+from harnesslearn import AdaptSettings, zoo
 from harnesslearn.adapt import adapt
 from harnesslearn.models import load_model
-from harnesslearn.sandbox import Budgets
+from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
 from harnesslearn.tasks import load_task
 
 QA = os.environ.get("HARNESSLEARN_QA_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"))
@@ -51,13 +51,13 @@ def row_of(spec: str, r: dict[str, Any]) -> dict[str, Any]:
     """One table row from an ``adapt`` compare result."""
     c = r.get("compare") or {}
     seq, ind = c.get("sequential", {}), c.get("independent", {})
-    zoo = r.get("zoo") or []
-    best_zoo = next((z for z in zoo if z.get("best")), None)
+    zoo_rows = (r.get("zoo_eval") or {}).get("rows", [])
+    best_zoo = next((z for z in zoo_rows if z["name"] == (r.get("zoo_eval") or {}).get("best")), None)
     return {
         "task": spec.split("?")[0].rsplit("/", 1)[-1] if spec.startswith("musique:") else spec,
         "seed_test_J": r.get("seed_test_J"),
-        "best_zoo": best_zoo and best_zoo["name"], "best_zoo_test_J": best_zoo and best_zoo["test_J"],
-        "zoo_test_J": {z["name"]: z["test_J"] for z in zoo},
+        "best_zoo": best_zoo and best_zoo["name"], "best_zoo_test_J": best_zoo and best_zoo["test"].get("J"),
+        "zoo_score_J": {z["name"]: z["score"].get("J") for z in zoo_rows},
         "sequential_test_J": seq.get("test_J"), "independent_test_J": ind.get("test_J"),
         "oracle_test_J": (ind.get("oracle") or {}).get("test_J"),
         "valid": f"{seq.get('valid_proposals', 0) + ind.get('valid_proposals', 0)}/"
@@ -73,8 +73,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     head = (f"# {meta['model']} as solver and proposer (small-model, small-split result)\n\n"
             f"Splits: feedback {meta['n_feedback']}, score {meta['n_score']}, test {meta['n_test']} problems; "
             f"sequential {meta['rounds']} rounds x {meta['candidates']} candidates, independent "
-            f"{meta['rounds'] * meta['candidates']} proposals from the seed; 2 CPU cores (llama.cpp), shared with "
-            f"other jobs. Command: `{meta['command']}`\n\n"
+            f"{meta['rounds'] * meta['candidates']} proposals from the seed; zoo without {meta['zoo_skip']} (cost); "
+            f"2 CPU cores (llama.cpp), shared with other jobs. Command: `{meta['command']}`\n\n"
             "| task | seed test J | best zoo (picked on score) | its test J | sequential test J | independent test J "
             "| oracle best-of-N test J (upper bound) | valid proposals | solver calls | wall |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n")
@@ -112,12 +112,22 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 async def one(spec: str, args: argparse.Namespace, solver: Any, proposer: Any) -> dict[str, Any]:
     settings = AdaptSettings(
         strategy="compare", rounds=args.rounds, candidates=args.candidates, seed=args.seed,
-        n_feedback=args.n_feedback, n_score=args.n_score, n_test=args.n_test, oracle=True, zoo_baselines=True,
+        n_feedback=args.n_feedback, n_score=args.n_score, n_test=args.n_test, oracle=True,
         budgets=Budgets(timeout_s=args.timeout), max_tokens=args.max_tokens, concurrency=args.concurrency,
     )
-    rd = args.work / load_task(spec).family.replace("/", "_")
-    res = await adapt(load_task(spec), solver, proposer, settings, run_dir=rd, resume=rd.exists())
-    return res.to_json()
+    task = load_task(spec)
+    rd = args.work / task.family.replace("/", "_")
+    out = (await adapt(task, solver, proposer, settings, run_dir=rd, resume=rd.exists())).to_json()
+    zoo_file = rd / "zoo.json"  # the zoo on the same splits: every entry on score, the pick on test
+    if not zoo_file.exists():
+        only = [n for n in zoo.names(task) if n not in args.zoo_skip.split(",")]
+        async with Executor(solver, ExecutorConfig(concurrency=args.concurrency)) as ex:
+            z = await zoo.evaluate_zoo(task, ex, n_score=args.n_score, n_test=args.n_test, seed=args.seed,
+                                       budgets=settings.budgets, only=only, test="best", include_seed=False,
+                                       progress=False)
+        zoo_file.write_text(json.dumps(z))
+    out["zoo_eval"] = json.loads(zoo_file.read_text())
+    return out
 
 
 async def main() -> None:
@@ -136,10 +146,14 @@ async def main() -> None:
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--max-tokens", type=int, default=768)
     ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--zoo-skip", default="self_consistency",
+                    help="zoo entries left out (self_consistency: 5 sampled solver calls a problem, 460 s for 4 gcd "
+                         "problems here)")
     ap.add_argument("--work", type=Path, default=Path("runs/qwen_table"))
     ap.add_argument("--out", type=Path, default=Path("experiments/results/qwen_table"))
     args = ap.parse_args()
-    meta = {k: getattr(args, k) for k in ("rounds", "candidates", "n_feedback", "n_score", "n_test", "seed")}
+    meta = {k: getattr(args, k) for k in ("rounds", "candidates", "n_feedback", "n_score", "n_test", "seed",
+                                          "zoo_skip")}
     meta |= {"model": args.solver if args.solver == args.proposer else f"{args.solver} / {args.proposer}",
              "command": "python experiments/qwen_table.py " + " ".join(sys.argv[1:])}
     solver, proposer = load_model(args.solver), load_model(args.proposer)
