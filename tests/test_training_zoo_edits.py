@@ -21,6 +21,7 @@ from harnesslearn.training.zoo_edits import (
     zoo_revision,
 )
 
+SOLVER = f"python:{Path(__file__).resolve().parent / 'zoo_solver.py'}:six"  # not relative to the cwd
 REASONING = ["interpreter_loop", "reason_extract", "self_consistency", "verify_retry", "few_shot"]
 SEED = load_harness("minimal").source
 
@@ -84,7 +85,7 @@ def test_rewritten_zoo_harness_runs_like_the_original(tmp_path: Path) -> None:
     from harnesslearn.sandbox.records import Budgets
     from harnesslearn.tasks import load_task
 
-    solver = load_model("python:tests/zoo_solver.py:six")
+    solver = load_model(SOLVER)
     task = load_task("rg:basic_arithmetic")
     _, child = zoo_revision(SEED, zoo.source("interpreter_loop"), "rewrite")
 
@@ -107,7 +108,7 @@ def test_context_rows_keep_only_strict_improvements() -> None:
     from harnesslearn.tasks import load_task
     from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows, summarise_rows
 
-    solver = load_model("python:tests/zoo_solver.py:six")
+    solver = load_model(SOLVER)
     task = load_task("rg:basic_arithmetic")
     seed_h = load_harness("minimal")
     settings = ZooSFTSettings(n_feedback=2, n_score=2, budgets=Budgets(timeout_s=30))
