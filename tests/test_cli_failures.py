@@ -158,8 +158,9 @@ def test_run_exits_1_when_every_problem_is_an_infrastructure_failure(env: dict[s
 
 
 # ---------------------------------------------------------------- run directories
-def test_resume_without_run_dir_and_an_empty_run_dir_are_exit_2(env: dict[str, Path], tmp_path: Path) -> None:
-    os.chdir(tmp_path)
+def test_resume_without_run_dir_and_an_empty_run_dir_are_exit_2(env: dict[str, Path], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # restored afterwards: later tests use paths relative to the repository
     one_line(cli(*adapt_args(env, None, "garbage", "--resume")), 2, "--resume needs --run-dir")
     one_line(cli(*adapt_args(env, "")), 2, "--run-dir")
     one_line(cli("demo", "--resume", "--model", f"python:{env['models']}:garbage"), 2, "--run-dir")
