@@ -283,12 +283,16 @@ class Driver:
                     "test_n": ev.n})
         curve = [(0, sev.J)]
         for calls, _, hid in ctx.tracker.points:
+            if hid == seed_h.id:
+                continue
             if self.args.curve or hid == best_h.id:
                 cur = await self.test_eval(task, seed, Harness(ctx.tracker.sources[hid]))
                 curve.append((calls, cur.J))
         curve.append((ctx.ledger.proposer_calls, ev.J))
         row["curve"] = curve
         row["score_best_points"] = ctx.tracker.points
+        row["evaluated_harnesses"] = [{"id": h, "invalid_reason": ctx.sources_seen.get(h), "source": src}
+                                      for h, src in ctx.sources.items()]
         log(f"{system} on {task.spec} seed {seed}: test J {ev.J} (seed {sev.J}), {row['validity']}, "
             f"{ctx.ledger.proposer_calls} proposer calls, {ctx.ledger.solver_calls} solver calls, {row['wall_s']:.0f} s")
         return row
@@ -365,7 +369,14 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
 def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    slim = [{k: v for k, v in r.items() if k != "returned_source"} for r in rows]
+    slim = [{k: v for k, v in r.items() if k not in ("returned_source", "evaluated_harnesses")} for r in rows]
+    hdir = out / "harnesses"
+    hdir.mkdir(exist_ok=True)
+    for r in rows:  # every harness each system had evaluated (its proposals), for reading
+        if r.get("evaluated_harnesses"):
+            name = f"{_slug(r['task'])}-s{r['seed']}-{r['system']}.json"
+            (hdir / name).write_text(json.dumps({"returned": r.get("returned_harness_id"),
+                                                 "harnesses": r["evaluated_harnesses"]}, indent=1))
     (out / "results.json").write_text(json.dumps({"meta": meta, "runs": slim, "harnesses": {
         f"{r['task']}|{r['seed']}|{r['system']}": r.get("returned_source") for r in rows}}, indent=1, default=str))
     means = mean_by_system(rows)
@@ -439,16 +450,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default="rg:rotten_oranges,rg:gcd,rg:basic_arithmetic,musique",
                    help="comma-separated task specs (rg:FAMILY, musique = the shared MuSiQue dev file, F1)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}")
-    p.add_argument("--proposer-calls", type=int, default=4, help="proposer calls per system and run (the matched budget)")
-    p.add_argument("--candidates", type=int, default=2, help="K of harnesslearn sequential (rounds = N / K)")
+    p.add_argument("--proposer-calls", type=int, default=2, help="proposer calls per system and run (the matched budget)")
+    p.add_argument("--candidates", type=int, default=1, help="K of harnesslearn sequential (rounds = N / K)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per task (problems and sampling)")
     p.add_argument("--seed0", type=int, default=0)
-    p.add_argument("--n-feedback", type=int, default=4)
-    p.add_argument("--n-score", type=int, default=8)
-    p.add_argument("--n-test", type=int, default=16)
+    p.add_argument("--n-feedback", type=int, default=3)
+    p.add_argument("--n-score", type=int, default=5)
+    p.add_argument("--n-test", type=int, default=10)
     p.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="embedded model: solver and proposer")
     p.add_argument("--temperature", type=float, default=0.8, help="proposer temperature (all systems)")
-    p.add_argument("--max-tokens", type=int, default=1024, help="proposer completion tokens (all systems)")
+    p.add_argument("--max-tokens", type=int, default=512, help="proposer completion tokens (all systems)")
     p.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds of one solve() call")
     p.add_argument("--concurrency", type=int, default=2, help="harness runs in flight")
     p.add_argument("--n-ctx", type=int, default=8192)

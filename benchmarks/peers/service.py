@@ -44,6 +44,7 @@ class RunContext:
     ledger: Ledger
     tracker: BestTracker
     sources_seen: dict[str, str | None] = field(default_factory=dict)  # harness id -> invalid reason
+    sources: dict[str, str] = field(default_factory=dict)  # harness id -> source (every harness evaluated)
     infra_failures: int = 0
 
 
@@ -85,6 +86,7 @@ class Service:
         ctx.ledger.add_evaluation(ev.solver_calls, ev.tokens, len(problems), ev.wall_s)
         ctx.infra_failures += ev.infra_failures
         ctx.sources_seen.setdefault(harness.id, check_source(harness.source))
+        ctx.sources.setdefault(harness.id, harness.source)
         if split == "score":
             ctx.tracker.record(ctx.ledger.proposer_calls, ev.J, harness.id, harness.source, len(problems))
         return ev
