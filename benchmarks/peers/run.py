@@ -1,7 +1,7 @@
 """Side by side with the peers: harnesslearn (sequential, independent), GEPA and OpenEvolve on the
 same tasks, splits, solver, proposer model and proposer-call budget.
 
-    .venv/bin/python benchmarks/peers/run.py --tasks rg:rotten_oranges,rg:gcd,rg:basic_arithmetic,musique \\
+    .venv/bin/python benchmarks/peers/run.py --tasks rg:simple_geometry,rg:gcd,rg:basic_arithmetic,musique \\
         --proposer-calls 4 --seeds 1
 
 What it does (one command, from a clean checkout):
@@ -447,7 +447,7 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", default="rg:rotten_oranges,rg:gcd,rg:basic_arithmetic,musique",
+    p.add_argument("--tasks", default="rg:simple_geometry,rg:gcd,rg:basic_arithmetic,musique",
                    help="comma-separated task specs (rg:FAMILY, musique = the shared MuSiQue dev file, F1)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--proposer-calls", type=int, default=2, help="proposer calls per system and run (the matched budget)")
