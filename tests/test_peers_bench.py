@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "pee
 from common import (  # noqa: E402
     BestTracker,
     Ledger,
+    gepa_validity,
     mean_by_system,
     peer_view,
     render_table,
@@ -73,3 +74,14 @@ def test_table_says_why_instead_of_a_number() -> None:
     assert "not run as intended: runner exited 1: boom" in md
     m = mean_by_system([ok, bad])
     assert m["gepa"]["mean_gain"] == pytest.approx(0.25) and "openevolve" not in m
+
+
+def test_gepa_validity_counts_a_whitespace_copy_as_unchanged() -> None:
+    seed = {"id": "s", "source": "def solve(model, question):\n    return model(question)\n", "invalid_reason": None}
+    same = {"id": "t", "source": "def solve(model, question):\n    return model(question)", "invalid_reason": None}
+    new = {"id": "n", "source": "def solve(model, question):\n    return 'x'", "invalid_reason": None}
+    bad = {"id": "b", "source": "def solve(:", "invalid_reason": "syntax_error"}
+    props = [{"harness_id": "t"}, {"harness_id": "n"}, {"harness_id": "b"}, {"evaluated": False}]
+    v = gepa_validity(props, [seed, same, new, bad], failed_calls=1)
+    assert v["proposals"] == 4 and v["valid"] == 1
+    assert v["note"] == "1 not a harness, 1 unchanged, 1 not evaluated, 1 failed calls"

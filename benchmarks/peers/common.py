@@ -114,6 +114,41 @@ def peer_view(split: str, problems: Sequence[Mapping[str, Any]]) -> list[dict[st
     return out
 
 
+# ---------------------------------------------------------------------- GEPA's proposals
+def norm_source(source: str) -> str:
+    """A program's text up to white space at line ends and around it (GEPA strips the text it
+    extracts, so a seed returned as it was differs from it only there)."""
+    return "\n".join(line.rstrip() for line in source.replace("\r\n", "\n").strip().split("\n"))
+
+
+def gepa_validity(proposals: Sequence[Mapping[str, Any]], evaluated: Sequence[Mapping[str, Any]],
+                  failed_calls: int = 0) -> dict[str, Any]:
+    """GEPA's proposals in our terms. ``proposals``: one per reflection call, with the id of the
+    harness GEPA evaluated right after it (``evaluated: False`` when it evaluated none);
+    ``evaluated``: every harness the system had evaluated, in first-evaluation order (``id``,
+    ``source``, ``invalid_reason``). A proposal is valid when its program is a harness and
+    differs (beyond white space) from every program evaluated before it."""
+    order = {h["id"]: i for i, h in enumerate(evaluated)}
+    valid = unchanged = broken = none = 0
+    for p in proposals:
+        hid = p.get("harness_id")
+        if not p.get("evaluated", True) or hid not in order:
+            none += 1
+            continue
+        h = evaluated[order[hid]]
+        earlier = {norm_source(e["source"]) for e in evaluated[: order[hid]]}
+        if norm_source(h["source"]) in earlier:
+            unchanged += 1
+        elif h.get("invalid_reason"):
+            broken += 1
+        else:
+            valid += 1
+    note = f"{broken} not a harness, {unchanged} unchanged, {none} not evaluated"
+    if failed_calls:
+        note += f", {failed_calls} failed calls"
+    return {"proposals": len(proposals), "valid": valid, "note": note}
+
+
 # ---------------------------------------------------------------------- OpenEvolve's diffs
 def summarise_oe_diff_log(lines: Iterable[str]) -> dict[str, int]:
     """Counts from the JSON lines our hook in OpenEvolve's worker writes (``oe_hook``): one
@@ -162,7 +197,8 @@ def table_row(r: Mapping[str, Any]) -> str:
     with the reason a system could not be run as intended."""
     head = f"| {r['task']} | {r['seed']} | {LABELS.get(r['system'], r['system'])} |"
     if r.get("error"):
-        return head + f" not run as intended: {r['error']} |" + " |" * 7
+        why = r["error"] if str(r["error"]).startswith("not run") else f"not run as intended: {r['error']}"
+        return head + f" {why} |" + " |" * 7
     led = r["ledger"]
     valid = r.get("validity", {})
     vtxt = f"{valid.get('valid', 0)}/{valid.get('proposals', 0)}"

@@ -49,6 +49,7 @@ from common import (  # noqa: E402
     SYSTEMS,
     BestTracker,
     Ledger,
+    gepa_validity,
     mean_by_system,
     render_table,
     summarise_oe_diff_log,
@@ -317,15 +318,8 @@ def validity(system: str, out: dict[str, Any], ctx: Any, seed_id: str) -> dict[s
         return {"proposals": a["proposals"], "valid": a["valid_proposals"],
                 "note": f"invalid: {reasons}" if reasons else ""}
     if system == "gepa":
-        props = out["proposals"]
-        valid = sum(1 for p in props if p.get("evaluated") and p.get("changed") and not p.get("invalid_reason"))
-        unchanged = sum(1 for p in props if p.get("evaluated") and not p.get("changed"))
-        broken = sum(1 for p in props if p.get("evaluated") and p.get("changed") and p.get("invalid_reason"))
-        none = sum(1 for p in props if not p.get("evaluated"))
-        note = f"{broken} not a harness, {unchanged} unchanged, {none} not evaluated"
-        if out.get("failed_reflection_calls"):
-            note += f", {out['failed_reflection_calls']} failed calls"
-        return {"proposals": len(props), "valid": valid, "note": note}
+        evaluated = [{"id": h, "source": src, "invalid_reason": ctx.sources_seen.get(h)} for h, src in ctx.sources.items()]
+        return gepa_validity(out["proposals"], evaluated, out.get("failed_reflection_calls", 0))
     d = out["diffs"]
     children = {h: r for h, r in ctx.sources_seen.items() if h != seed_id}
     valid = sum(1 for r in children.values() if r is None)
@@ -391,7 +385,9 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
         "evaluation is the driver's and not counted.",
         "",
         f"Command: `{meta['command']}`",
-        f"Wall time: {meta['wall_s'] / 60:.1f} min on {meta['machine']}.",
+        (f"Wall time: {meta['wall_s'] / 60:.1f} min on {meta['machine']}" if meta.get("wall_s")
+         else f"Wall time: not recorded in these outputs (see benchmarks/peers/README.md); {meta['machine']}")
+        + (f"; {meta['stopped']}." if meta.get("stopped") else "."),
         "",
         render_table(rows),
         "",
@@ -427,12 +423,49 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) 
             task = load_task(task_spec(name.strip()))
             for seed in range(args.seed0, args.seed0 + args.seeds):
                 for system in args.systems.split(","):
+                    elapsed = time.perf_counter() - args.t0
+                    if args.max_minutes and elapsed > args.max_minutes * 60:
+                        rows.append({"task": task.spec, "seed": seed, "system": system,
+                                     "error": f"not run: --max-minutes {args.max_minutes:g} was spent before it began"})
+                        continue
                     log(f"{system} on {task.spec} seed {seed}")
                     rows.append(await drv.one(system, task, seed))
-                    write_outputs(rows, meta(args, 0.0), Path(args.out) / "partial")
+                    write_outputs(rows, meta(args, time.perf_counter() - args.t0), Path(args.out) / "partial")
     finally:
         await drv.close()
     return rows
+
+
+def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
+    return [(task_spec(t.strip()), seed, system) for t in m["tasks"].split(",") for seed in m["seeds"]
+            for system in m["systems"].split(",")]
+
+
+def from_partial(src: Path, out: Path) -> None:
+    """Rebuild the outputs from the ``partial/`` folder of a run that was stopped: its finished
+    runs as they were recorded, every planned run it had not finished marked as not run."""
+    data = json.loads((src / "results.json").read_text())
+    m = data["meta"]
+    done = {(r["task"], r["seed"], r["system"]): r for r in data["runs"]}
+    rows = []
+    for key in planned(m):
+        r = done.get(key)
+        if r is None:
+            rows.append({"task": key[0], "seed": key[1], "system": key[2],
+                         "error": "not run: the command was stopped (time limit of the session) before this run"})
+            continue
+        r = dict(r)
+        r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
+        hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
+        if hf.exists():
+            r["evaluated_harnesses"] = json.loads(hf.read_text())["harnesses"]
+            if key[2] == "gepa" and not r.get("error"):  # recount with the current rule
+                r["validity"] = gepa_validity(r["peer"]["proposals"], r["evaluated_harnesses"],
+                                              r["peer"].get("failed_reflection_calls", 0))
+        rows.append(r)
+    if len(done) < len(planned(m)):
+        m["stopped"] = f"rebuilt with --from-partial from {len(done)} finished runs of {len(planned(m))} planned"
+    write_outputs(rows, m, out)
 
 
 def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
@@ -467,7 +500,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-curve", dest="curve", action="store_false",
                    help="test-evaluate only the returned harnesses (not every score-split best along the way)")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--max-minutes", type=float, default=0.0,
+                   help="start no new run after this many minutes (the rest are marked not run); 0: no limit")
+    p.add_argument("--from-partial", metavar="DIR", default=None,
+                   help="only rebuild the outputs in --out from DIR (the partial/ folder of a stopped run)")
     args = p.parse_args(argv)
+    if args.from_partial:
+        from_partial(Path(args.from_partial), Path(args.out))
+        return 0
     if args.proposer_calls % args.candidates:
         p.error("--proposer-calls must be a multiple of --candidates (sequential rounds x K)")
     bad = [s for s in args.systems.split(",") if s not in SYSTEMS]
@@ -475,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown systems {bad}; choose from {SYSTEMS}")
     from harnesslearn.models import embedded
 
-    t0 = time.perf_counter()
+    t0 = args.t0 = time.perf_counter()
     venv_root = HERE / ".venvs"
     venv_root.mkdir(exist_ok=True)
     venvs = {s: ensure_venv(s, venv_root) for s in PEERS if s in args.systems.split(",")}
