@@ -340,21 +340,29 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    colors = {"hl-sequential": "C0", "hl-independent": "C1", "gepa": "C2", "openevolve": "C3"}
+    style = {"hl-sequential": ("C0", "o"), "hl-independent": ("C1", "s"), "gepa": ("C2", "^"), "openevolve": ("C3", "D")}
+    dodge = {s: 0.06 * (i - 1.5) for i, s in enumerate(SYSTEMS)}  # overlapping lines stay visible
     for ax, t in zip(axes[0], tasks, strict=True):
+        drawn = 0
         for r in rows:
             if r["task"] != t or r.get("error") or not r.get("curve"):
                 continue
-            xs = [c[0] for c in r["curve"]]
+            xs = [c[0] + dodge[r["system"]] for c in r["curve"]]
             ys = [c[1] if c[1] is not None else float("nan") for c in r["curve"]]
-            ax.step(xs, ys, where="post", color=colors[r["system"]], alpha=0.85,
-                    linestyle="-" if r["seed"] == rows[0]["seed"] else "--",
-                    label=LABELS[r["system"]] if r["seed"] == rows[0]["seed"] else None, marker="o", markersize=3)
+            color, marker = style[r["system"]]
+            first = r["seed"] == rows[0]["seed"]
+            ax.step(xs, ys, where="post", color=color, alpha=0.85, linestyle="-" if first else "--",
+                    label=LABELS[r["system"]] if first else None, marker=marker, markersize=4)
+            drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes, color="0.4")
         ax.set_title(t.split("?")[0], fontsize=9)
-        ax.set_xlabel("proposer calls")
+        ax.set_xlabel("proposer calls (systems dodged by 0.06)")
         ax.set_ylabel("test J of the score-split best")
+        ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+        if drawn:
+            ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
