@@ -195,7 +195,7 @@ def fmt_ci(ci: Mapping[str, float] | None) -> str:
 def table_row(r: Mapping[str, Any]) -> str:
     """One markdown row for one (task, seed, system) result; ``r["error"]`` replaces the numbers
     with the reason a system could not be run as intended."""
-    head = f"| {r['task']} | {r['seed']} | {LABELS.get(r['system'], r['system'])} |"
+    head = f"| {r['task']} | {r['seed']} | {LABELS.get(r['system'], r['system'])}{' (carried)' if r.get('carried_from') else ''} |"
     if r.get("error"):
         why = r["error"] if str(r["error"]).startswith("not run") else f"not run as intended: {r['error']}"
         return head + f" {why} |" + " |" * 7

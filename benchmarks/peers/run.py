@@ -395,7 +395,9 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
         f"Command: `{meta['command']}`",
         (f"Wall time: {meta['wall_s'] / 60:.1f} min on {meta['machine']}" if meta.get("wall_s")
          else f"Wall time: not recorded in these outputs (see benchmarks/peers/README.md); {meta['machine']}")
-        + (f"; {meta['stopped']}." if meta.get("stopped") else "."),
+        + (f"; {meta['stopped']}" if meta.get("stopped") else "")
+        + (f"; this invocation only: the runs marked carried were run by an earlier invocation with the same "
+           f"settings (`--carry {meta['carry']}`), their own wall time is in their rows." if meta.get("carry") else "."),
         "",
         render_table(rows),
         "",
@@ -426,11 +428,22 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) 
     drv = Driver(args, llm_url, venvs)
     await drv.start()
     rows: list[dict[str, Any]] = []
+    carried: dict[tuple[str, int, str], dict[str, Any]] = {}
+    if args.carry:
+        old_meta, carried = load_rows(Path(args.carry))
+        now = meta(args, 0.0)
+        diff = [k for k in SAME_SETTINGS if old_meta.get(k) != now[k]]
+        if diff:
+            raise SystemExit(f"--carry {args.carry}: settings differ from this run: {', '.join(diff)}")
     try:
         for name in args.tasks.split(","):
             task = load_task(task_spec(name.strip()))
             for seed in range(args.seed0, args.seed0 + args.seeds):
                 for system in args.systems.split(","):
+                    if (task.spec, seed, system) in carried:
+                        rows.append({**carried[(task.spec, seed, system)], "carried_from": args.carry})
+                        log(f"{system} on {task.spec} seed {seed}: carried from {args.carry}")
+                        continue
                     elapsed = time.perf_counter() - args.t0
                     if args.max_minutes and elapsed > args.max_minutes * 60:
                         rows.append({"task": task.spec, "seed": seed, "system": system,
@@ -444,24 +457,24 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) 
     return rows
 
 
+SAME_SETTINGS = ("model", "proposer_calls", "candidates", "n_feedback", "n_score", "n_test", "temperature",
+                 "max_tokens", "timeout", "versions")
+
+
 def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
     return [(task_spec(t.strip()), seed, system) for t in m["tasks"].split(",") for seed in m["seeds"]
             for system in m["systems"].split(",")]
 
 
-def from_partial(src: Path, out: Path) -> None:
-    """Rebuild the outputs from the ``partial/`` folder of a run that was stopped: its finished
-    runs as they were recorded, every planned run it had not finished marked as not run."""
+def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dict[str, Any]]]:
+    """(meta, finished runs by (task, seed, system)) of the outputs in ``src`` (a ``partial/``
+    folder or a finished ``--out``), with the harness sources put back."""
     data = json.loads((src / "results.json").read_text())
-    m = data["meta"]
-    done = {(r["task"], r["seed"], r["system"]): r for r in data["runs"]}
-    rows = []
-    for key in planned(m):
-        r = done.get(key)
-        if r is None:
-            rows.append({"task": key[0], "seed": key[1], "system": key[2],
-                         "error": "not run: the command was stopped (time limit of the session) before this run"})
+    done: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for r in data["runs"]:
+        if r.get("error", "").startswith("not run"):
             continue
+        key = (r["task"], r["seed"], r["system"])
         r = dict(r)
         r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
         hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
@@ -470,6 +483,21 @@ def from_partial(src: Path, out: Path) -> None:
             if key[2] == "gepa" and not r.get("error"):  # recount with the current rule
                 r["validity"] = gepa_validity(r["peer"]["proposals"], r["evaluated_harnesses"],
                                               r["peer"].get("failed_reflection_calls", 0))
+        done[key] = r
+    return data["meta"], done
+
+
+def from_partial(src: Path, out: Path) -> None:
+    """Rebuild the outputs from the ``partial/`` folder of a run that was stopped: its finished
+    runs as they were recorded, every planned run it had not finished marked as not run."""
+    m, done = load_rows(src)
+    rows = []
+    for key in planned(m):
+        r = done.get(key)
+        if r is None:
+            rows.append({"task": key[0], "seed": key[1], "system": key[2],
+                         "error": "not run: the command was stopped (time limit of the session) before this run"})
+            continue
         rows.append(r)
     if len(done) < len(planned(m)):
         m["stopped"] = f"rebuilt with --from-partial from {len(done)} finished runs of {len(planned(m))} planned"
@@ -481,7 +509,7 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
             "n_feedback": args.n_feedback, "n_score": args.n_score, "n_test": args.n_test,
             "seeds": list(range(args.seed0, args.seed0 + args.seeds)), "tasks": args.tasks, "systems": args.systems,
             "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
-            "command": " ".join(["benchmarks/peers/run.py", *sys.argv[1:]]), "wall_s": wall,
+            "command": " ".join(["benchmarks/peers/run.py", *sys.argv[1:]]), "wall_s": wall, "carry": args.carry,
             "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, load shared with other jobs)",
             "versions": dict(PEERS)}
 
@@ -510,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="start no new run after this many minutes (the rest are marked not run); 0: no limit")
+    p.add_argument("--carry", metavar="DIR", default=None,
+                   help="reuse the finished runs recorded in DIR (a partial/ folder or an --out of the same "
+                        "settings) instead of running them again")
     p.add_argument("--from-partial", metavar="DIR", default=None,
                    help="only rebuild the outputs in --out from DIR (the partial/ folder of a stopped run)")
     args = p.parse_args(argv)
