@@ -516,7 +516,7 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", default="rg:simple_geometry,rg:gcd,rg:basic_arithmetic,musique",
+    p.add_argument("--tasks", default="rg:gcd,musique,rg:simple_geometry,rg:basic_arithmetic",
                    help="comma-separated task specs (rg:FAMILY, musique = the shared MuSiQue dev file, F1)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--proposer-calls", type=int, default=2, help="proposer calls per system and run (the matched budget)")
@@ -524,8 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=1, help="seeds per task (problems and sampling)")
     p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--n-feedback", type=int, default=3)
-    p.add_argument("--n-score", type=int, default=5)
-    p.add_argument("--n-test", type=int, default=10)
+    p.add_argument("--n-score", type=int, default=4)
+    p.add_argument("--n-test", type=int, default=8)
     p.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="embedded model: solver and proposer")
     p.add_argument("--temperature", type=float, default=0.8, help="proposer temperature (all systems)")
     p.add_argument("--max-tokens", type=int, default=512, help="proposer completion tokens (all systems)")
