@@ -116,9 +116,9 @@ def peer_view(split: str, problems: Sequence[Mapping[str, Any]]) -> list[dict[st
 
 # ---------------------------------------------------------------------- GEPA's proposals
 def norm_source(source: str) -> str:
-    """A program's text up to white space at line ends and around it (GEPA strips the text it
+    """A program's text up to white space at line ends and blank lines (GEPA strips the text it
     extracts, so a seed returned as it was differs from it only there)."""
-    return "\n".join(line.rstrip() for line in source.replace("\r\n", "\n").strip().split("\n"))
+    return "\n".join(x.rstrip() for x in source.replace("\r\n", "\n").split("\n") if x.strip())
 
 
 def gepa_validity(proposals: Sequence[Mapping[str, Any]], evaluated: Sequence[Mapping[str, Any]],

@@ -310,13 +310,28 @@ def _slug(spec: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in spec)[:60]
 
 
+def hl_validity(a: dict[str, Any]) -> dict[str, Any]:
+    """harnesslearn's proposals: valid under the strict edit rules; of those, how many produced
+    the parent itself (an edit whose REPLACE equals its SEARCH is valid and changes nothing)."""
+    import sqlite3
+
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(a["invalid_reasons"].items()))
+    note = f"invalid: {reasons}" if reasons else ""
+    db = Path(a["run_dir"]) / "runs.sqlite"
+    if db.exists():
+        con = sqlite3.connect(db)
+        same = con.execute("select count(*) from proposals where valid = 1 and harness_id = parent_id "
+                           "and run_id = ?", (a["strategy"],)).fetchone()[0]
+        con.close()
+        if same:
+            note = (note + "; " if note else "") + f"{same} valid but identical to the parent"
+    return {"proposals": a["proposals"], "valid": a["valid_proposals"], "note": note}
+
+
 def validity(system: str, out: dict[str, Any], ctx: Any, seed_id: str) -> dict[str, Any]:
     """Proposals and how many were valid, in each system's own terms, with a note."""
     if system.startswith("hl-"):
-        a = out["adapt"]
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(a["invalid_reasons"].items()))
-        return {"proposals": a["proposals"], "valid": a["valid_proposals"],
-                "note": f"invalid: {reasons}" if reasons else ""}
+        return hl_validity(out["adapt"])
     if system == "gepa":
         evaluated = [{"id": h, "source": src, "invalid_reason": ctx.sources_seen.get(h)} for h, src in ctx.sources.items()]
         return gepa_validity(out["proposals"], evaluated, out.get("failed_reflection_calls", 0))
@@ -431,6 +446,7 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) 
     carried: dict[tuple[str, int, str], dict[str, Any]] = {}
     if args.carry:
         old_meta, carried = load_rows(Path(args.carry))
+        carried = {k: r for k, r in carried.items() if not str(r.get("error", "")).startswith("not run")}
         now = meta(args, 0.0)
         diff = [k for k in SAME_SETTINGS if old_meta.get(k) != now[k]]
         if diff:
@@ -472,10 +488,13 @@ def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dic
     data = json.loads((src / "results.json").read_text())
     done: dict[tuple[str, int, str], dict[str, Any]] = {}
     for r in data["runs"]:
-        if r.get("error", "").startswith("not run"):
-            continue
         key = (r["task"], r["seed"], r["system"])
         r = dict(r)
+        if r.get("error"):
+            done[key] = r
+            continue
+        if key[2].startswith("hl-"):  # recount with the current rule
+            r["validity"] = hl_validity(r["peer"]["adapt"])
         r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
         hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
         if hf.exists():
@@ -499,8 +518,8 @@ def from_partial(src: Path, out: Path) -> None:
                          "error": "not run: the command was stopped (time limit of the session) before this run"})
             continue
         rows.append(r)
-    if len(done) < len(planned(m)):
-        m["stopped"] = f"rebuilt with --from-partial from {len(done)} finished runs of {len(planned(m))} planned"
+    m["stopped"] = (f"outputs rebuilt with `--from-partial` from the {sum(1 for r in done.values() if not r.get('error'))}"
+                    f" finished runs of {len(planned(m))} planned (validity recounted with the current rules)")
     write_outputs(rows, m, out)
 
 
