@@ -1,0 +1,242 @@
+"""Pure parts of the peer comparison (no model, no sandbox): accounting, the score-split best
+tracker, what a peer may see of an evaluation, OpenEvolve's diff log, the table.
+
+Imported by ``run.py`` (the driver) and by ``tests/test_peers_bench.py``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve")
+LABELS = {
+    "hl-sequential": "harnesslearn sequential",
+    "hl-independent": "harnesslearn independent",
+    "gepa": "GEPA 0.1.4",
+    "openevolve": "OpenEvolve 0.4.0",
+}
+PEER_SPLITS = ("feedback", "score")  # the only splits a system may have evaluated; test is ours alone
+MAX_TRACE_CHARS = 400
+
+
+@dataclass
+class Ledger:
+    """What one system spent on one (task, seed): every proposer call goes through the driver's
+    proxy and every harness evaluation through the driver's evaluation, so both are counted
+    the same way for every system."""
+
+    system: str
+    proposer_calls: int = 0
+    proposer_refused: int = 0  # calls over the budget, refused by the proxy (never reached the model)
+    proposer_prompt_tokens: int = 0
+    proposer_completion_tokens: int = 0
+    proposer_s: float = 0.0
+    solver_calls: int = 0  # adaptation's own evaluations (feedback and score splits)
+    solver_tokens: int = 0
+    evaluations: int = 0
+    problems_run: int = 0
+    eval_s: float = 0.0
+
+    def add_proposer(self, prompt_tokens: int, completion_tokens: int, seconds: float) -> None:
+        self.proposer_calls += 1
+        self.proposer_prompt_tokens += prompt_tokens
+        self.proposer_completion_tokens += completion_tokens
+        self.proposer_s += seconds
+
+    def add_evaluation(self, solver_calls: int, tokens: int, problems: int, seconds: float) -> None:
+        self.evaluations += 1
+        self.solver_calls += solver_calls
+        self.solver_tokens += tokens
+        self.problems_run += problems
+        self.eval_s += seconds
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["proposer_s"] = round(self.proposer_s, 2)
+        d["eval_s"] = round(self.eval_s, 2)
+        return d
+
+
+@dataclass
+class BestTracker:
+    """The best harness by score-split J as the proposer budget is spent: one point each time a
+    harness evaluated on the WHOLE score split beats the best so far (strictly; ties keep the
+    earlier one, as every system here selects). ``points``: (proposer calls so far, J, harness id)."""
+
+    n_score: int
+    best_id: str | None = None
+    best_J: float | None = None
+    points: list[tuple[int, float, str]] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def record(self, proposer_calls: int, J: float | None, harness_id: str, source: str, n: int) -> bool:
+        if n != self.n_score or J is None:
+            return False  # a minibatch, not a score-split J
+        if self.best_J is not None and J <= self.best_J:
+            return False
+        self.best_id, self.best_J = harness_id, J
+        self.points.append((proposer_calls, J, harness_id))
+        self.sources[harness_id] = source
+        return True
+
+
+def clip(x: Any, n: int = MAX_TRACE_CHARS) -> Any:
+    if isinstance(x, str):
+        return x if len(x) <= n else x[: n // 2] + " ... " + x[-n // 2 :]
+    if isinstance(x, list):
+        return [clip(v, n) for v in x[:8]]
+    return x
+
+
+def peer_view(split: str, problems: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What a peer gets back from evaluating a harness on ``split``: on the feedback split the
+    question, the harness's answer, the gold answer, status, error and call excerpts (what our
+    proposer sees); on the score split only the id, score and status (selection needs no more).
+    ``problems`` are ``ProblemResult.to_json()``-shaped dicts plus ``question`` and ``gold``.
+    The test split is refused before this is reached."""
+    if split not in PEER_SPLITS:
+        raise ValueError(f"split {split!r} is not for peers")
+    out = []
+    for p in problems:
+        row: dict[str, Any] = {"id": p["id"], "score": p["score"], "status": p["status"]}
+        if split == "feedback":
+            row.update({
+                "question": clip(p.get("question")), "answer": clip(p.get("answer")),
+                "gold": clip(p.get("gold")), "error": clip(p.get("error")),
+                "calls": [{"prompt": clip(c.get("prompt"), 300), "completion": clip(c.get("completion"), 300)}
+                          for c in (p.get("model_calls") or [])[:2]],
+            })
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------------- GEPA's proposals
+def norm_source(source: str) -> str:
+    """A program's text up to white space at line ends and blank lines (GEPA strips the text it
+    extracts, so a seed returned as it was differs from it only there)."""
+    return "\n".join(x.rstrip() for x in source.replace("\r\n", "\n").split("\n") if x.strip())
+
+
+def gepa_validity(proposals: Sequence[Mapping[str, Any]], evaluated: Sequence[Mapping[str, Any]],
+                  failed_calls: int = 0) -> dict[str, Any]:
+    """GEPA's proposals in our terms. ``proposals``: one per reflection call, with the id of the
+    harness GEPA evaluated right after it (``evaluated: False`` when it evaluated none);
+    ``evaluated``: every harness the system had evaluated, in first-evaluation order (``id``,
+    ``source``, ``invalid_reason``). A proposal is valid when its program is a harness and
+    differs (beyond white space) from every program evaluated before it."""
+    order = {h["id"]: i for i, h in enumerate(evaluated)}
+    valid = unchanged = broken = none = 0
+    for p in proposals:
+        hid = p.get("harness_id")
+        if not p.get("evaluated", True) or hid not in order:
+            none += 1
+            continue
+        h = evaluated[order[hid]]
+        earlier = {norm_source(e["source"]) for e in evaluated[: order[hid]]}
+        if norm_source(h["source"]) in earlier:
+            unchanged += 1
+        elif h.get("invalid_reason"):
+            broken += 1
+        else:
+            valid += 1
+    note = f"{broken} not a harness, {unchanged} unchanged, {none} not evaluated"
+    if failed_calls:
+        note += f", {failed_calls} failed calls"
+    return {"proposals": len(proposals), "valid": valid, "note": note}
+
+
+# ---------------------------------------------------------------------- OpenEvolve's diffs
+def summarise_oe_diff_log(lines: Iterable[str]) -> dict[str, int]:
+    """Counts from the JSON lines our hook in OpenEvolve's worker writes (``oe_hook``): one
+    ``extract`` event per model response in diff mode (``blocks``: SEARCH/REPLACE blocks found,
+    ``error`` when OpenEvolve rejected the markers), one ``apply`` event per applied response
+    (``blocks``, ``applied``: how many SEARCH texts matched; the rest were skipped,
+    ``changed``: whether the program changed)."""
+    c = {"responses": 0, "malformed": 0, "no_blocks": 0, "blocks": 0, "blocks_skipped": 0,
+         "children_dropped_no_match": 0, "children_with_skipped_blocks": 0, "children_unchanged": 0,
+         "children_all_blocks_matched": 0}
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        ev = json.loads(line)
+        if ev.get("event") == "extract":
+            c["responses"] += 1
+            if ev.get("error"):
+                c["malformed"] += 1
+            elif not ev.get("blocks"):
+                c["no_blocks"] += 1
+        elif ev.get("event") == "apply":
+            n, k = int(ev["blocks"]), int(ev["applied"])
+            c["blocks"] += n
+            c["blocks_skipped"] += n - k
+            if k == 0:
+                c["children_dropped_no_match"] += 1
+            elif k < n:
+                c["children_with_skipped_blocks"] += 1
+            elif ev.get("changed"):
+                c["children_all_blocks_matched"] += 1
+            if k > 0 and not ev.get("changed"):
+                c["children_unchanged"] += 1
+    return c
+
+
+# ---------------------------------------------------------------------- the table
+def fmt_ci(ci: Mapping[str, float] | None) -> str:
+    if not ci or ci.get("mean") is None or math.isnan(ci["mean"]):
+        return "n/a"
+    return f"{ci['mean']:.3f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
+
+
+def table_row(r: Mapping[str, Any]) -> str:
+    """One markdown row for one (task, seed, system) result; ``r["error"]`` replaces the numbers
+    with the reason a system could not be run as intended."""
+    head = f"| {r['task']} | {r['seed']} | {LABELS.get(r['system'], r['system'])}{' (carried)' if r.get('carried_from') else ''} |"
+    if r.get("error"):
+        why = r["error"] if str(r["error"]).startswith("not run") else f"not run as intended: {r['error']}"
+        return head + f" {why} |" + " |" * 7
+    led = r["ledger"]
+    valid = r.get("validity", {})
+    vtxt = f"{valid.get('valid', 0)}/{valid.get('proposals', 0)}"
+    if valid.get("note"):
+        vtxt += f" ({valid['note']})"
+    return (
+        head + f" {fmt_ci(r.get('test_ci'))} | {fmt_ci(r.get('seed_test_ci'))} | {_f(r.get('score_J'))} | {vtxt} |"
+        f" {led['proposer_calls']} | {led['solver_calls']} |"
+        f" {led['proposer_prompt_tokens'] + led['proposer_completion_tokens']} / {led['solver_tokens']} |"
+        f" {r.get('wall_s', 0):.0f} |"
+    )
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+TABLE_HEAD = (
+    "| task | seed | system | test J of returned harness [95% CI] | seed harness test J | score J (selection) |"
+    " valid proposals | proposer calls | solver calls | tokens proposer / solver | wall s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join([TABLE_HEAD, *(table_row(r) for r in rows)])
+
+
+def mean_by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | int]]:
+    """Mean test J (and its gain over the seed) per system over the (task, seed) runs that ran."""
+    out: dict[str, dict[str, float | int]] = {}
+    for s in SYSTEMS:
+        ok = [r for r in rows if r["system"] == s and not r.get("error") and r.get("test_J") is not None]
+        if not ok:
+            continue
+        tj = [float(r["test_J"]) for r in ok]
+        gain = [float(r["test_J"]) - float(r["seed_test_J"]) for r in ok if r.get("seed_test_J") is not None]
+        out[s] = {"runs": len(ok), "mean_test_J": sum(tj) / len(tj),
+                  "mean_gain": sum(gain) / len(gain) if gain else math.nan,
+                  "improved": sum(1 for g in gain if g > 1e-9), "worse": sum(1 for g in gain if g < -1e-9)}
+    return out

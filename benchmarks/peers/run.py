@@ -1,0 +1,594 @@
+"""Side by side with the peers: harnesslearn (sequential, independent), GEPA and OpenEvolve on the
+same tasks, splits, solver, proposer model and proposer-call budget.
+
+    .venv/bin/python benchmarks/peers/run.py --tasks rg:simple_geometry,rg:gcd,rg:basic_arithmetic,musique \\
+        --proposer-calls 4 --seeds 1
+
+What it does (one command, from a clean checkout):
+1. Creates the peers' own virtual environments if missing (``benchmarks/peers/.venvs/``, pinned
+   ``gepa==0.1.4`` and ``openevolve==0.4.0``; their dependencies clash with ours).
+2. Starts ONE ``python -m llama_cpp.server`` serving an embedded model (``--model``, default the
+   Qwen2.5-Coder 0.5B Instruct GGUF assembled from PyPI): it is both the solver and the proposer
+   of every system.
+3. Starts the driver's service (``service.py``): our sandboxed evaluation for the peers (feedback
+   and score splits only) and a counting proxy of the model server that every system's proposer
+   goes through, refusing calls over the budget.
+4. For each task and seed, runs every system at ``--proposer-calls`` N: harnesslearn ``adapt``
+   sequential (N/K rounds x K candidates) and independent (N proposals from the seed), GEPA
+   (N reflection calls), OpenEvolve (N iterations). Each returns one harness, selected on the
+   score split. Then the driver evaluates it once on the test split (which no system saw).
+5. Writes ``--out``: ``results.json`` (every number), ``results.md`` (the table), ``test_J_vs_proposer_calls.png``.
+
+Small-model figures: with a 0.5B model as proposer and solver they say how the systems behave
+at this size, not what they do with the paper's models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import (  # noqa: E402
+    LABELS,
+    SYSTEMS,
+    BestTracker,
+    Ledger,
+    gepa_validity,
+    mean_by_system,
+    render_table,
+    summarise_oe_diff_log,
+)
+
+PEERS = {"gepa": "gepa==0.1.4", "openevolve": "openevolve==0.4.0"}
+ALIAS = "qwen"
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"[peers {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------- environments, server
+def ensure_venv(name: str, root: Path) -> Path:
+    """The python of the peer's own venv, created and pinned when missing."""
+    py = root / name / "bin" / "python"
+    stamp = root / name / ".pinned"
+    if py.exists() and stamp.exists() and stamp.read_text().strip() == PEERS[name]:
+        return py
+    log(f"creating the {name} environment ({PEERS[name]}) in {root / name}")
+    base = shutil.which("python3.11") or shutil.which("python3") or sys.executable
+    subprocess.run([base, "-m", "venv", "--clear", str(root / name)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS[name]], check=True)
+    stamp.write_text(PEERS[name])
+    return py
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def llama_server(gguf: Path, n_ctx: int, threads: int, logfile: Path) -> Iterator[str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
+    out = open(logfile, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}; see {logfile}")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("llama_cpp.server not ready after 300 s") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        out.close()
+
+
+def task_spec(name: str) -> str:
+    """``musique`` is short for the shared MuSiQue dev file with F1 as the score (partial credit;
+    the 0.5B model's exact match is near 0 everywhere)."""
+    if name == "musique":
+        return "musique:musique_dev_with_paragraphs.jsonl?metric=f1"
+    return name if ":" in name else f"rg:{name}"
+
+
+# ---------------------------------------------------------------------- the driver
+class Driver:
+    def __init__(self, args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) -> None:
+        from harnesslearn.models import load_model
+        from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+
+        self.args, self.llm_url, self.venvs = args, llm_url, venvs
+        self.budgets = Budgets(timeout_s=args.timeout)
+        self.solver = load_model(f"openai:{ALIAS}", base_url=llm_url, cache=False, timeout=1800.0)
+        self.executor = Executor(self.solver, ExecutorConfig(concurrency=args.concurrency))
+        self.test_cache: dict[tuple[str, int, str], Any] = {}
+        self.test_solver_calls = 0
+        self.test_s = 0.0
+        self.work = Path(args.out) / "work"
+
+    async def start(self) -> None:
+        from service import Service
+
+        self.svc = Service(asyncio.get_running_loop(), self.executor, self.llm_url, self.budgets).start()
+
+    async def close(self) -> None:
+        self.svc.close()
+        await self.executor.aclose()
+        await self.solver.aclose()
+
+    async def test_eval(self, task: Any, seed: int, h: Any) -> Any:
+        """The test-split evaluation of ``h`` (once per harness: it is reporting, not search)."""
+        from harnesslearn.evaluation import evaluate
+
+        key = (task.spec, seed, h.id)
+        if key not in self.test_cache:
+            ev = await evaluate(h, task, "test", self.args.n_test, seed, self.executor, self.budgets, progress=False)
+            self.test_cache[key] = ev
+            self.test_solver_calls += ev.solver_calls
+            self.test_s += ev.wall_s
+        return self.test_cache[key]
+
+    def context(self, system: str, task: Any, seed: int) -> Any:
+        from service import RunContext
+
+        a = self.args
+        splits = {"feedback": task.problems("feedback", a.n_feedback, seed),
+                  "score": task.problems("score", a.n_score, seed)}
+        return RunContext(system, task, seed, splits, a.proposer_calls, Ledger(system),
+                          BestTracker(len(splits["score"])))
+
+    def peer_config(self, system: str, task: Any, seed: int, ctx: Any, seed_src: str, run_dir: Path) -> dict[str, Any]:
+        from harnesslearn.harness import runtime_api_doc
+
+        a = self.args
+        return {
+            "service": self.svc.url, "llm_base": self.svc.llm_base(system), "model": ALIAS,
+            "seed_source": seed_src, "budget": a.proposer_calls, "seed": seed,
+            "temperature": a.temperature, "max_tokens": a.max_tokens,
+            "task_description": task.description[:1500], "api": runtime_api_doc().strip(),
+            "feedback_ids": [p.id for p in ctx.splits["feedback"]], "score_ids": [p.id for p in ctx.splits["score"]],
+            "minibatch": min(3, len(ctx.splits["feedback"])),
+            "max_metric_calls": 200 * a.proposer_calls * (a.n_score + a.n_feedback),  # a safety cap only
+            "run_dir": str(run_dir),
+        }
+
+    async def run_peer(self, system: str, task: Any, seed: int, ctx: Any, seed_src: str) -> dict[str, Any]:
+        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{system}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        cfg_path, out_path = run_dir / "config.json", run_dir / "result.json"
+        cfg_path.write_text(json.dumps(self.peer_config(system, task, seed, ctx, seed_src, run_dir / "state"), indent=1))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env["PEERS_SERVICE"] = self.svc.url
+        env["OPENAI_API_KEY"] = "EMPTY"
+        runner = HERE / ("gepa_runner.py" if system == "gepa" else "openevolve_runner.py")
+        if system == "openevolve":
+            env["PYTHONPATH"] = str(HERE / "oe_hook")
+            env["OE_DIFF_LOG"] = str(run_dir / "diffs.jsonl")
+        with open(run_dir / "runner.log", "wb") as lf:
+            proc = await asyncio.create_subprocess_exec(str(self.venvs[system]), str(runner), str(cfg_path),
+                                                        str(out_path), stdout=lf, stderr=lf, env=env, cwd=run_dir)
+            rc = await proc.wait()
+        if rc != 0 or not out_path.exists():
+            tail = (run_dir / "runner.log").read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"{system} runner exited {rc}: {' | '.join(tail)[:300]}")
+        out: dict[str, Any] = json.loads(out_path.read_text())
+        if system == "openevolve":
+            p = run_dir / "diffs.jsonl"
+            out["diffs"] = summarise_oe_diff_log(p.read_text().splitlines() if p.exists() else [])
+        return out
+
+    async def run_hl(self, strategy: str, task: Any, seed: int, ctx: Any, seed_h: Any) -> dict[str, Any]:
+        from harnesslearn.adapt import adapt
+        from harnesslearn.models import load_model
+        from harnesslearn.settings import AdaptSettings
+
+        a = self.args
+        k = a.candidates if strategy == "sequential" else a.proposer_calls
+        rounds = a.proposer_calls // a.candidates if strategy == "sequential" else 1
+        settings = AdaptSettings(strategy=strategy, rounds=rounds, candidates=k, seed=seed,  # type: ignore[arg-type]
+                                 n_feedback=a.n_feedback, n_score=a.n_score, n_test=a.n_test, budgets=self.budgets,
+                                 temperature=a.temperature, max_tokens=a.max_tokens, concurrency=a.concurrency)
+        proposer = load_model(f"openai:{ALIAS}", base_url=self.svc.llm_base(ctx.system), cache=False, timeout=1800.0)
+
+        async def efn(h: Any, t: Any, split: str, n: int, s: int, ex: Any, b: Any, progress: bool) -> Any:
+            if split == "test":  # adapt reports the seed and its best on test: the driver's one evaluation
+                return await self.test_eval(t, s, h)
+            return await self.svc.run_eval(ctx, h, split, t.problems(split, n, s))
+
+        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{ctx.system}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        try:
+            res = await adapt(task, self.solver, proposer, settings, run_dir=run_dir, seed_harness=seed_h,
+                              executor=self.executor, evaluate_fn=efn, progress=False)
+        finally:
+            await proposer.aclose()
+        return {"best_source": None, "best_harness_id": res.best_harness_id, "adapt": res.to_json()}
+
+    async def one(self, system: str, task: Any, seed: int) -> dict[str, Any]:
+        from harnesslearn.adapt import default_seed_harness
+        from harnesslearn.harness import Harness
+        from harnesslearn.stats import bootstrap_ci
+
+        seed_h = default_seed_harness(task)
+        ctx = self.context(system, task, seed)
+        row: dict[str, Any] = {"task": task.spec, "seed": seed, "system": system,
+                               "proposer_budget": self.args.proposer_calls}
+        self.svc.begin(ctx)
+        t0 = time.perf_counter()
+        try:
+            if system.startswith("hl-"):
+                out = await self.run_hl(system[3:], task, seed, ctx, seed_h)
+                best_h = Harness(ctx.tracker.sources.get(out["best_harness_id"]) or seed_h.source)
+                if best_h.id != out["best_harness_id"]:  # not a score-split best (cannot happen): the store's file
+                    path = Path(out["adapt"]["run_dir"]) / "harnesses" / f"{out['best_harness_id']}.py"
+                    best_h = Harness(path.read_text(encoding="utf-8"))
+            else:
+                out = await self.run_peer(system, task, seed, ctx, seed_h.source)
+                best_h = Harness(out["best_source"])
+        except Exception as e:  # noqa: BLE001 - the table says why instead of a number
+            self.svc.end()
+            log(f"{system} on {task.spec} seed {seed} failed: {e}")
+            row.update({"error": str(e)[:300], "ledger": ctx.ledger.to_json(), "wall_s": time.perf_counter() - t0})
+            return row
+        row["wall_s"] = time.perf_counter() - t0
+        self.svc.end()
+        row["ledger"] = ctx.ledger.to_json()
+        row["infra_failures"] = ctx.infra_failures
+        row["returned_harness_id"] = best_h.id
+        row["returned_is_score_best"] = best_h.id == ctx.tracker.best_id
+        row["returned_source"] = best_h.source
+        row["score_J"] = _score_of(ctx, best_h.id)
+        row["validity"] = validity(system, out, ctx, seed_h.id)
+        row["peer"] = {k: v for k, v in out.items() if k not in ("best_source",)}
+        # the test split, once per harness, after the system has finished
+        ev = await self.test_eval(task, seed, best_h)
+        sev = await self.test_eval(task, seed, seed_h)
+        scores = [p.score for p in ev.problems if p.score is not None]
+        row.update({"test_J": ev.J, "test_ci": bootstrap_ci(scores), "seed_test_J": sev.J,
+                    "seed_test_ci": bootstrap_ci([p.score for p in sev.problems if p.score is not None]),
+                    "test_n": ev.n})
+        curve = [(0, sev.J)]
+        for calls, _, hid in ctx.tracker.points:
+            if hid == seed_h.id:
+                continue
+            if self.args.curve or hid == best_h.id:
+                cur = await self.test_eval(task, seed, Harness(ctx.tracker.sources[hid]))
+                curve.append((calls, cur.J))
+        curve.append((ctx.ledger.proposer_calls, ev.J))
+        row["curve"] = curve
+        row["score_best_points"] = ctx.tracker.points
+        row["evaluated_harnesses"] = [{"id": h, "invalid_reason": ctx.sources_seen.get(h), "source": src}
+                                      for h, src in ctx.sources.items()]
+        log(f"{system} on {task.spec} seed {seed}: test J {ev.J} (seed {sev.J}), {row['validity']}, "
+            f"{ctx.ledger.proposer_calls} proposer calls, {ctx.ledger.solver_calls} solver calls, {row['wall_s']:.0f} s")
+        return row
+
+
+def _score_of(ctx: Any, hid: str) -> float | None:
+    for _, J, h in ctx.tracker.points:
+        if h == hid:
+            return float(J)
+    return None
+
+
+def _slug(spec: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in spec)[:60]
+
+
+def hl_validity(a: dict[str, Any]) -> dict[str, Any]:
+    """harnesslearn's proposals: valid under the strict edit rules; of those, how many produced
+    the parent itself (an edit whose REPLACE equals its SEARCH is valid and changes nothing)."""
+    import sqlite3
+
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(a["invalid_reasons"].items()))
+    note = f"invalid: {reasons}" if reasons else ""
+    db = Path(a["run_dir"]) / "runs.sqlite"
+    if db.exists():
+        con = sqlite3.connect(db)
+        same = con.execute("select count(*) from proposals where valid = 1 and harness_id = parent_id "
+                           "and run_id = ?", (a["strategy"],)).fetchone()[0]
+        con.close()
+        if same:
+            note = (note + "; " if note else "") + f"{same} valid but identical to the parent"
+    return {"proposals": a["proposals"], "valid": a["valid_proposals"], "note": note}
+
+
+def validity(system: str, out: dict[str, Any], ctx: Any, seed_id: str) -> dict[str, Any]:
+    """Proposals and how many were valid, in each system's own terms, with a note."""
+    if system.startswith("hl-"):
+        return hl_validity(out["adapt"])
+    if system == "gepa":
+        evaluated = [{"id": h, "source": src, "invalid_reason": ctx.sources_seen.get(h)} for h, src in ctx.sources.items()]
+        return gepa_validity(out["proposals"], evaluated, out.get("failed_reflection_calls", 0))
+    d = out["diffs"]
+    children = {h: r for h, r in ctx.sources_seen.items() if h != seed_id}
+    valid = sum(1 for r in children.values() if r is None)
+    strict = d["children_all_blocks_matched"]
+    note = (f"{d['blocks_skipped']} of {d['blocks']} SEARCH blocks skipped unmatched; "
+            f"{d['children_dropped_no_match']} dropped (no block matched), "
+            f"{d['children_with_skipped_blocks']} kept with blocks skipped, {d['malformed']} malformed, "
+            f"{d['no_blocks']} without blocks; {strict} with every block matched")
+    return {"proposals": ctx.ledger.proposer_calls, "valid": valid, "strict_valid": strict, "note": note, **d}
+
+
+# ---------------------------------------------------------------------- outputs
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
+    style = {"hl-sequential": ("C0", "o"), "hl-independent": ("C1", "s"), "gepa": ("C2", "^"), "openevolve": ("C3", "D")}
+    dodge = {s: 0.06 * (i - 1.5) for i, s in enumerate(SYSTEMS)}  # overlapping lines stay visible
+    for ax, t in zip(axes[0], tasks, strict=True):
+        drawn = 0
+        for r in rows:
+            if r["task"] != t or r.get("error") or not r.get("curve"):
+                continue
+            xs = [c[0] + dodge[r["system"]] for c in r["curve"]]
+            ys = [c[1] if c[1] is not None else float("nan") for c in r["curve"]]
+            color, marker = style[r["system"]]
+            first = r["seed"] == rows[0]["seed"]
+            ax.step(xs, ys, where="post", color=color, alpha=0.85, linestyle="-" if first else "--",
+                    label=LABELS[r["system"]] if first else None, marker=marker, markersize=4)
+            drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes, color="0.4")
+        ax.set_title(t.split("?")[0], fontsize=9)
+        ax.set_xlabel("proposer calls (systems dodged by 0.06)")
+        ax.set_ylabel("test J of the score-split best")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    slim = [{k: v for k, v in r.items() if k not in ("returned_source", "evaluated_harnesses")} for r in rows]
+    hdir = out / "harnesses"
+    hdir.mkdir(exist_ok=True)
+    for r in rows:  # every harness each system had evaluated (its proposals), for reading
+        if r.get("evaluated_harnesses"):
+            name = f"{_slug(r['task'])}-s{r['seed']}-{r['system']}.json"
+            (hdir / name).write_text(json.dumps({"returned": r.get("returned_harness_id"),
+                                                 "harnesses": r["evaluated_harnesses"]}, indent=1))
+    (out / "results.json").write_text(json.dumps({"meta": meta, "runs": slim, "harnesses": {
+        f"{r['task']}|{r['seed']}|{r['system']}": r.get("returned_source") for r in rows}}, indent=1, default=str))
+    means = mean_by_system(rows)
+    lines = [
+        "# Peers: harnesslearn vs GEPA vs OpenEvolve (generated by benchmarks/peers/run.py; do not edit)",
+        "",
+        f"Small-model run: solver and proposer are both `{meta['model']}` (one llama_cpp.server), "
+        f"{meta['proposer_calls']} proposer calls per system, splits feedback/score/test = "
+        f"{meta['n_feedback']}/{meta['n_score']}/{meta['n_test']} problems, seeds {meta['seeds']}. "
+        "Test J is the returned harness on the test split (no system saw it), 95% bootstrap interval over problems. "
+        "Solver calls and tokens are the systems' own evaluations (feedback and score splits); the test "
+        "evaluation is the driver's and not counted.",
+        "",
+        f"Command: `{meta['command']}`",
+        (f"Wall time: {meta['wall_s'] / 60:.1f} min on {meta['machine']}" if meta.get("wall_s")
+         else f"Wall time: not recorded in these outputs (see benchmarks/peers/README.md); {meta['machine']}")
+        + (f"; {meta['stopped']}" if meta.get("stopped") else "")
+        + (f"; this invocation only: the runs marked carried were run by an earlier invocation with the same "
+           f"settings (`--carry {meta['carry']}`), their own wall time is in their rows." if meta.get("carry") else "."),
+        "",
+        render_table(rows),
+        "",
+        "## Per system, over the (task, seed) runs",
+        "",
+        "| system | runs | mean test J | mean gain over the seed harness | improved / worse runs |",
+        "|---|---|---|---|---|",
+    ]
+    for s in SYSTEMS:
+        m = means.get(s)
+        if m:
+            lines.append(f"| {LABELS[s]} | {m['runs']} | {m['mean_test_J']:.3f} | {m['mean_gain']:+.3f} |"
+                         f" {m['improved']} / {m['worse']} |")
+        else:
+            lines.append(f"| {LABELS[s]} | 0 | not run | | |")
+    lines += ["", "## Validity notes", ""]
+    for r in rows:
+        if not r.get("error") and r.get("validity", {}).get("note"):
+            lines.append(f"- {r['task']} seed {r['seed']}, {LABELS[r['system']]}: {r['validity']['note']}")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    plot(rows, out / "test_J_vs_proposer_calls.png",
+         f"{meta['model']} as solver and proposer (small-model run); step = best harness by score split")
+
+
+async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) -> list[dict[str, Any]]:
+    from harnesslearn.tasks import load_task
+
+    drv = Driver(args, llm_url, venvs)
+    await drv.start()
+    rows: list[dict[str, Any]] = []
+    carried: dict[tuple[str, int, str], dict[str, Any]] = {}
+    if args.carry:
+        old_meta, carried = load_rows(Path(args.carry))
+        carried = {k: r for k, r in carried.items() if not str(r.get("error", "")).startswith("not run")}
+        now = meta(args, 0.0)
+        diff = [k for k in SAME_SETTINGS if old_meta.get(k) != now[k]]
+        if diff:
+            raise SystemExit(f"--carry {args.carry}: settings differ from this run: {', '.join(diff)}")
+    try:
+        for name in args.tasks.split(","):
+            task = load_task(task_spec(name.strip()))
+            for seed in range(args.seed0, args.seed0 + args.seeds):
+                for system in args.systems.split(","):
+                    if (task.spec, seed, system) in carried:
+                        rows.append({**carried[(task.spec, seed, system)], "carried_from": args.carry})
+                        log(f"{system} on {task.spec} seed {seed}: carried from {args.carry}")
+                        continue
+                    elapsed = time.perf_counter() - args.t0
+                    if args.max_minutes and elapsed > args.max_minutes * 60:
+                        rows.append({"task": task.spec, "seed": seed, "system": system,
+                                     "error": f"not run: --max-minutes {args.max_minutes:g} was spent before it began"})
+                        continue
+                    log(f"{system} on {task.spec} seed {seed}")
+                    rows.append(await drv.one(system, task, seed))
+                    write_outputs(rows, meta(args, time.perf_counter() - args.t0), Path(args.out) / "partial")
+    finally:
+        await drv.close()
+    return rows
+
+
+SAME_SETTINGS = ("model", "proposer_calls", "candidates", "n_feedback", "n_score", "n_test", "temperature",
+                 "max_tokens", "timeout", "versions")
+
+
+def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
+    return [(task_spec(t.strip()), seed, system) for t in m["tasks"].split(",") for seed in m["seeds"]
+            for system in m["systems"].split(",")]
+
+
+def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dict[str, Any]]]:
+    """(meta, finished runs by (task, seed, system)) of the outputs in ``src`` (a ``partial/``
+    folder or a finished ``--out``), with the harness sources put back."""
+    data = json.loads((src / "results.json").read_text())
+    done: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for r in data["runs"]:
+        key = (r["task"], r["seed"], r["system"])
+        r = dict(r)
+        if r.get("error"):
+            done[key] = r
+            continue
+        if key[2].startswith("hl-"):  # recount with the current rule
+            r["validity"] = hl_validity(r["peer"]["adapt"])
+        r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
+        hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
+        if hf.exists():
+            r["evaluated_harnesses"] = json.loads(hf.read_text())["harnesses"]
+            if key[2] == "gepa" and not r.get("error"):  # recount with the current rule
+                r["validity"] = gepa_validity(r["peer"]["proposals"], r["evaluated_harnesses"],
+                                              r["peer"].get("failed_reflection_calls", 0))
+        done[key] = r
+    return data["meta"], done
+
+
+def from_partial(src: Path, out: Path) -> None:
+    """Rebuild the outputs from the ``partial/`` folder of a run that was stopped: its finished
+    runs as they were recorded, every planned run it had not finished marked as not run."""
+    m, done = load_rows(src)
+    rows = []
+    for key in planned(m):
+        r = done.get(key)
+        if r is None:
+            rows.append({"task": key[0], "seed": key[1], "system": key[2],
+                         "error": "not run: the command was stopped (time limit of the session) before this run"})
+            continue
+        rows.append(r)
+    m["stopped"] = (f"outputs rebuilt with `--from-partial` from the {sum(1 for r in done.values() if not r.get('error'))}"
+                    f" finished runs of {len(planned(m))} planned (validity recounted with the current rules)")
+    write_outputs(rows, m, out)
+
+
+def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
+    return {"model": args.model, "proposer_calls": args.proposer_calls, "candidates": args.candidates,
+            "n_feedback": args.n_feedback, "n_score": args.n_score, "n_test": args.n_test,
+            "seeds": list(range(args.seed0, args.seed0 + args.seeds)), "tasks": args.tasks, "systems": args.systems,
+            "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
+            "command": " ".join(["benchmarks/peers/run.py", *sys.argv[1:]]), "wall_s": wall, "carry": args.carry,
+            "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, load shared with other jobs)",
+            "versions": dict(PEERS)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", default="rg:gcd,musique,rg:simple_geometry,rg:basic_arithmetic",
+                   help="comma-separated task specs (rg:FAMILY, musique = the shared MuSiQue dev file, F1)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    p.add_argument("--proposer-calls", type=int, default=2, help="proposer calls per system and run (the matched budget)")
+    p.add_argument("--candidates", type=int, default=1, help="K of harnesslearn sequential (rounds = N / K)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per task (problems and sampling)")
+    p.add_argument("--seed0", type=int, default=0)
+    p.add_argument("--n-feedback", type=int, default=3)
+    p.add_argument("--n-score", type=int, default=4)
+    p.add_argument("--n-test", type=int, default=8)
+    p.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="embedded model: solver and proposer")
+    p.add_argument("--temperature", type=float, default=0.8, help="proposer temperature (all systems)")
+    p.add_argument("--max-tokens", type=int, default=512, help="proposer completion tokens (all systems)")
+    p.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds of one solve() call")
+    p.add_argument("--concurrency", type=int, default=2, help="harness runs in flight")
+    p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--no-curve", dest="curve", action="store_false",
+                   help="test-evaluate only the returned harnesses (not every score-split best along the way)")
+    p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--max-minutes", type=float, default=0.0,
+                   help="start no new run after this many minutes (the rest are marked not run); 0: no limit")
+    p.add_argument("--carry", metavar="DIR", default=None,
+                   help="reuse the finished runs recorded in DIR (a partial/ folder or an --out of the same "
+                        "settings) instead of running them again")
+    p.add_argument("--from-partial", metavar="DIR", default=None,
+                   help="only rebuild the outputs in --out from DIR (the partial/ folder of a stopped run)")
+    args = p.parse_args(argv)
+    if args.from_partial:
+        from_partial(Path(args.from_partial), Path(args.out))
+        return 0
+    if args.proposer_calls % args.candidates:
+        p.error("--proposer-calls must be a multiple of --candidates (sequential rounds x K)")
+    bad = [s for s in args.systems.split(",") if s not in SYSTEMS]
+    if bad:
+        p.error(f"unknown systems {bad}; choose from {SYSTEMS}")
+    from harnesslearn.models import embedded
+
+    t0 = args.t0 = time.perf_counter()
+    venv_root = HERE / ".venvs"
+    venv_root.mkdir(exist_ok=True)
+    venvs = {s: ensure_venv(s, venv_root) for s in PEERS if s in args.systems.split(",")}
+    gguf = embedded.ensure_gguf(args.model)
+    out = Path(args.out)
+    (out / "work").mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("HARNESSLEARN_CACHE", "0")
+    with llama_server(gguf, args.n_ctx, args.threads, out / "work" / "llama_server.log") as url:
+        log(f"model server {url} ({args.model})")
+        rows = asyncio.run(amain(args, url, venvs))
+    write_outputs(rows, meta(args, time.perf_counter() - t0), out)
+    shutil.rmtree(out / "partial", ignore_errors=True)
+    log(f"done in {(time.perf_counter() - t0) / 60:.1f} min: {out / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

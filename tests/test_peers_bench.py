@@ -1,0 +1,87 @@
+"""The pure parts of benchmarks/peers (no model, no sandbox): accounting, the score-split best
+tracker, what a peer may see of an evaluation, OpenEvolve's diff-log counts, the table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
+
+from common import (  # noqa: E402
+    BestTracker,
+    Ledger,
+    gepa_validity,
+    mean_by_system,
+    peer_view,
+    render_table,
+    summarise_oe_diff_log,
+)
+
+
+def test_tracker_counts_only_whole_score_split_and_strict_improvements() -> None:
+    t = BestTracker(n_score=8)
+    assert t.record(0, 0.25, "seed", "src0", 8)
+    assert not t.record(1, 0.9, "mini", "srcm", 3)  # a minibatch is not a score-split J
+    assert not t.record(1, 0.25, "tie", "src1", 8)  # a tie keeps the earlier harness
+    assert not t.record(2, None, "broken", "src2", 8)
+    assert t.record(3, 0.5, "better", "src3", 8)
+    assert t.points == [(0, 0.25, "seed"), (3, 0.5, "better")]
+    assert t.best_id == "better" and t.sources["better"] == "src3"
+
+
+def test_peer_view_shows_gold_on_feedback_only_and_refuses_test() -> None:
+    row = {"id": "p1", "score": 0.0, "status": "ok", "answer": "4", "question": "2+3?", "gold": "5",
+           "error": None, "model_calls": [{"prompt": "Q", "completion": "4"}]}
+    fb = peer_view("feedback", [row])[0]
+    assert fb["gold"] == "5" and fb["question"] == "2+3?" and fb["calls"][0]["completion"] == "4"
+    sc = peer_view("score", [row])[0]
+    assert set(sc) == {"id", "score", "status"}
+    with pytest.raises(ValueError):
+        peer_view("test", [row])
+
+
+def test_oe_diff_log_counts_skipped_blocks() -> None:
+    events = [
+        {"event": "extract", "blocks": 2}, {"event": "apply", "blocks": 2, "applied": 1, "changed": True},
+        {"event": "extract", "blocks": 1}, {"event": "apply", "blocks": 1, "applied": 0, "changed": False},
+        {"event": "extract", "error": "Unmatched SEARCH/REPLACE delimiter"},
+        {"event": "extract", "blocks": 0},
+        {"event": "extract", "blocks": 1}, {"event": "apply", "blocks": 1, "applied": 1, "changed": True},
+        {"event": "extract", "blocks": 1}, {"event": "apply", "blocks": 1, "applied": 1, "changed": False},
+    ]
+    c = summarise_oe_diff_log(json.dumps(e) for e in events)
+    assert c["responses"] == 6 and c["malformed"] == 1 and c["no_blocks"] == 1
+    assert c["blocks"] == 5 and c["blocks_skipped"] == 2
+    assert c["children_dropped_no_match"] == 1 and c["children_with_skipped_blocks"] == 1
+    assert c["children_all_blocks_matched"] == 1 and c["children_unchanged"] == 1
+
+
+def test_table_says_why_instead_of_a_number() -> None:
+    led = Ledger("gepa")
+    led.add_proposer(100, 50, 1.0)
+    led.add_evaluation(8, 400, 8, 2.0)
+    ok = {"task": "rg:gcd", "seed": 0, "system": "gepa", "ledger": led.to_json(), "score_J": 0.5,
+          "test_J": 0.5, "seed_test_J": 0.25, "test_ci": {"mean": 0.5, "lo": 0.2, "hi": 0.8},
+          "seed_test_ci": {"mean": 0.25, "lo": 0.0, "hi": 0.5}, "validity": {"proposals": 1, "valid": 1}, "wall_s": 3}
+    bad = {"task": "rg:gcd", "seed": 0, "system": "openevolve", "error": "runner exited 1: boom",
+           "ledger": Ledger("openevolve").to_json()}
+    md = render_table([ok, bad])
+    assert "0.500 [0.20, 0.80]" in md and "| 1 | 8 | 150 / 400 |" in md
+    assert "not run as intended: runner exited 1: boom" in md
+    m = mean_by_system([ok, bad])
+    assert m["gepa"]["mean_gain"] == pytest.approx(0.25) and "openevolve" not in m
+
+
+def test_gepa_validity_counts_a_whitespace_copy_as_unchanged() -> None:
+    seed = {"id": "s", "source": "def solve(model, question):\n    return model(question)\n", "invalid_reason": None}
+    same = {"id": "t", "source": "def solve(model, question):\n    return model(question)", "invalid_reason": None}
+    new = {"id": "n", "source": "def solve(model, question):\n    return 'x'", "invalid_reason": None}
+    bad = {"id": "b", "source": "def solve(:", "invalid_reason": "syntax_error"}
+    props = [{"harness_id": "t"}, {"harness_id": "n"}, {"harness_id": "b"}, {"evaluated": False}]
+    v = gepa_validity(props, [seed, same, new, bad], failed_calls=1)
+    assert v["proposals"] == 4 and v["valid"] == 1
+    assert v["note"] == "1 not a harness, 1 unchanged, 1 not evaluated, 1 failed calls"
