@@ -453,9 +453,7 @@ async def adapt(
                 best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
             results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
             if s.zoo_baselines and name == names[0]:
-                counters = (loop.solver_calls, loop.tokens, loop.test_solver_calls)
-                results[name].zoo = await zoo_baselines(loop)
-                loop.solver_calls, loop.tokens, loop.test_solver_calls = counters
+                results[name].zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts
                 store.finish_run(name, results[name].to_json())
         if s.strategy != "compare":
             return results[s.strategy]
