@@ -85,3 +85,18 @@ def test_gepa_validity_counts_a_whitespace_copy_as_unchanged() -> None:
     v = gepa_validity(props, [seed, same, new, bad], failed_calls=1)
     assert v["proposals"] == 4 and v["valid"] == 1
     assert v["note"] == "1 not a harness, 1 unchanged, 1 not evaluated, 1 failed calls"
+
+
+def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_settings(tmp_path: Path) -> None:
+    import run  # benchmarks/peers/run.py
+
+    now = {k: 1 for k in run.SAME_SETTINGS}
+    runs = [{"task": "rg:gcd", "seed": 0, "system": s, "error": "runner exited 1: boom"}
+            for s in ("gepa", "openevolve", "hl-sequential")]
+    runs.append({"task": "rg:maze", "seed": 0, "system": "gepa", "error": "not run: stopped"})
+    (tmp_path / "results.json").write_text(json.dumps({"meta": now, "runs": runs, "harnesses": {}}))
+    kept = run.carried_runs(tmp_path, now, rerun="hl-sequential")
+    assert sorted(k[2] for k in kept) == ["gepa", "openevolve"]
+    assert len(run.carried_runs(tmp_path, now)) == 3
+    with pytest.raises(SystemExit, match="settings differ from this run: model"):
+        run.carried_runs(tmp_path, {**now, "model": 2})

@@ -445,12 +445,7 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) 
     rows: list[dict[str, Any]] = []
     carried: dict[tuple[str, int, str], dict[str, Any]] = {}
     if args.carry:
-        old_meta, carried = load_rows(Path(args.carry))
-        carried = {k: r for k, r in carried.items() if not str(r.get("error", "")).startswith("not run")}
-        now = meta(args, 0.0)
-        diff = [k for k in SAME_SETTINGS if old_meta.get(k) != now[k]]
-        if diff:
-            raise SystemExit(f"--carry {args.carry}: settings differ from this run: {', '.join(diff)}")
+        carried = carried_runs(Path(args.carry), meta(args, 0.0), args.rerun)
     try:
         for name in args.tasks.split(","):
             task = load_task(task_spec(name.strip()))
@@ -475,6 +470,17 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) 
 
 SAME_SETTINGS = ("model", "proposer_calls", "candidates", "n_feedback", "n_score", "n_test", "temperature",
                  "max_tokens", "timeout", "versions")
+
+
+def carried_runs(src: Path, now: dict[str, Any], rerun: str = "") -> dict[tuple[str, int, str], dict[str, Any]]:
+    """The finished runs of ``src`` that this run may reuse: same result-affecting settings (else
+    exit with the differing names), none that was not run, none of the systems in ``rerun``."""
+    old_meta, done = load_rows(src)
+    diff = [k for k in SAME_SETTINGS if old_meta.get(k) != now[k]]
+    if diff:
+        raise SystemExit(f"--carry {src}: settings differ from this run: {', '.join(diff)}")
+    again = {x.strip() for x in rerun.split(",") if x.strip()}
+    return {k: r for k, r in done.items() if not str(r.get("error", "")).startswith("not run") and k[2] not in again}
 
 
 def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
@@ -529,6 +535,7 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
             "seeds": list(range(args.seed0, args.seed0 + args.seeds)), "tasks": args.tasks, "systems": args.systems,
             "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
             "command": " ".join(["benchmarks/peers/run.py", *sys.argv[1:]]), "wall_s": wall, "carry": args.carry,
+            "rerun": args.rerun,
             "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, load shared with other jobs)",
             "versions": dict(PEERS)}
 
@@ -560,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--carry", metavar="DIR", default=None,
                    help="reuse the finished runs recorded in DIR (a partial/ folder or an --out of the same "
                         "settings) instead of running them again")
+    p.add_argument("--rerun", metavar="SYSTEMS", default="",
+                   help="with --carry: comma-separated systems to run again although the carry has them "
+                        "(e.g. after a change to that system's code)")
     p.add_argument("--from-partial", metavar="DIR", default=None,
                    help="only rebuild the outputs in --out from DIR (the partial/ folder of a stopped run)")
     args = p.parse_args(argv)
@@ -568,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.proposer_calls % args.candidates:
         p.error("--proposer-calls must be a multiple of --candidates (sequential rounds x K)")
-    bad = [s for s in args.systems.split(",") if s not in SYSTEMS]
+    bad = [s for s in args.systems.split(",") + args.rerun.split(",") if s and s not in SYSTEMS]
     if bad:
         p.error(f"unknown systems {bad}; choose from {SYSTEMS}")
     from harnesslearn.models import embedded
