@@ -87,9 +87,11 @@ class Runtime:
         a = self.args
         fd = rt.raise_fd_limit()
         conc = rt.safe_concurrency(a.concurrency, fd["soft"])
+        rt.log(f"runtime: loading the solver ({a.solver or solver_spec(a)})")
         self.solver = load_model(a.solver or solver_spec(a))
         if hasattr(self.solver, "warm"):
             await asyncio.to_thread(self.solver.warm)
+        rt.log(f"runtime: solver loaded; starting the executor (isolation {a.isolation}, {conc} slots)")
         self.executor = build_executor("local", self.solver, ExecutorConfig(isolation=a.isolation), concurrency=conc)
         await self.executor.__aenter__()
         rt.log(f"runtime: solver {self.solver.name} concurrency {conc} isolation {self.executor.isolation}")
@@ -424,7 +426,9 @@ def run(a: argparse.Namespace) -> None:
 
     async def async_stages(names: list[str]) -> None:
         rtm = Runtime(a)
+        mark("runtime", "opening")  # a stall before the first stage shows in status.json (2026-12-03: 6.5 min, no line)
         await rtm.open()
+        mark("runtime", "open")
         try:
             for s in names:
                 if status.get(s, {}).get("state") == "done" and not a.force:
