@@ -16,7 +16,7 @@ CHECKED = sorted(set(family_set("paper-train")) | set(family_set("paper-eval")))
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("HARNESSLEARN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HARNESSLEARN_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_there_are_105_families():
@@ -178,10 +178,19 @@ def test_same_problems_in_processes_with_different_hash_seeds(tmp_path):
     assert {"isomorphic_strings", "ransom_note"} <= HASH_SENSITIVE
     outs = []
     for hs in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": hs, "HARNESSLEARN_CACHE": str(tmp_path / f"cache{hs}")}
+        env = {**os.environ, "PYTHONHASHSEED": hs, "HARNESSLEARN_CACHE_DIR": str(tmp_path / f"cache{hs}")}
         r = subprocess.run([sys.executable, "-c", _PRINT_PROBLEMS, *fams], capture_output=True, text=True,
                            env=env, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         outs.append(r.stdout)
     assert outs[0] == outs[1]
     assert len(outs[0].splitlines()) == 3 * len(fams)
+
+
+def test_cache_root_ignores_the_response_cache_switch(monkeypatch, tmp_path):
+    from harnesslearn.tasks.reasoning_gym import cache_root
+
+    monkeypatch.setenv("HARNESSLEARN_CACHE", "0")  # "no response cache", not a folder named 0
+    assert cache_root() == tmp_path / "cache" / "rg"
+    monkeypatch.delenv("HARNESSLEARN_CACHE_DIR")
+    assert cache_root().is_absolute() and cache_root().parts[-2:] == ("harnesslearn", "rg")

@@ -25,7 +25,8 @@ Guards and their limits:
   same in every process.
 - Slow items (over ``DISK_CACHE_MIN_S`` to generate, e.g. sokoban, knight_swap) and the items of
   hash-sensitive families are pickled under
-  ``~/.cache/harnesslearn/rg/`` (or ``$HARNESSLEARN_CACHE``/rg). The cache is trusted: it is
+  ``~/.cache/harnesslearn/rg/`` (or ``$HARNESSLEARN_CACHE_DIR``/rg, the folder the models and
+  the response cache use; ``$HARNESSLEARN_CACHE`` only switches the response cache off). The cache is trusted: it is
   read with pickle, so do not point it at files from someone else.
 """
 
@@ -88,7 +89,8 @@ def rg_version() -> str:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("HARNESSLEARN_CACHE") or os.path.join(
+    # not $HARNESSLEARN_CACHE: that one is the response cache's on/off switch ("0" made a ./0/rg folder)
+    base = os.environ.get("HARNESSLEARN_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harnesslearn"
     )
     return Path(base) / "rg"
