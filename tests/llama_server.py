@@ -1,6 +1,6 @@
 """Start a real OpenAI-compatible server (``python -m llama_cpp.server``) on a free loopback port.
 
-Used by the real-server tests and by ``benchmarks/model_throughput.py``. The model is a GGUF
+Used by the real-server tests, ``benchmarks/model_throughput.py`` and ``benchmarks/peers/run.py``. The model is a GGUF
 served under an alias (``gemma`` by default, for the embedded Gemma 3 270M).
 """
 
@@ -23,11 +23,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}")
+            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}" + (f"; see {log}" if log else ""))
         try:
             with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
                 if r.status == 200:
@@ -39,7 +39,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) 
 
 @contextlib.contextmanager
 def llama_server(gguf: Path, *, n_threads: int | None = None, n_ctx: int = 2048,
-                 log: Path | None = None, alias: str = "gemma") -> Iterator[str]:
+                 log: Path | None = None, alias: str = "gemma", ready_timeout: float = 120.0) -> Iterator[str]:
     """Yield the server's base URL (``http://127.0.0.1:PORT/v1``); stop it afterwards."""
     port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias,
@@ -49,7 +49,7 @@ def llama_server(gguf: Path, *, n_threads: int | None = None, n_ctx: int = 2048,
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        wait_ready(url, proc)
+        wait_ready(url, proc, ready_timeout, log)
         yield url
     finally:
         proc.terminate()

@@ -27,22 +27,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parents[1] / "tests"))  # llama_server.py: the real-server helper the tests use
 
 from common import (  # noqa: E402
     LABELS,
@@ -54,6 +51,7 @@ from common import (  # noqa: E402
     render_table,
     summarise_oe_diff_log,
 )
+from llama_server import llama_server  # noqa: E402
 
 PEERS = {"gepa": "gepa==0.1.4", "openevolve": "openevolve==0.4.0"}
 ALIAS = "qwen"
@@ -77,44 +75,6 @@ def ensure_venv(name: str, root: Path) -> Path:
     subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS[name]], check=True)
     stamp.write_text(PEERS[name])
     return py
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def llama_server(gguf: Path, n_ctx: int, threads: int, logfile: Path) -> Iterator[str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
-    out = open(logfile, "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}; see {logfile}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("llama_cpp.server not ready after 300 s") from None
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        out.close()
 
 
 def task_spec(name: str) -> str:
@@ -591,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     (out / "work").mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HARNESSLEARN_CACHE", "0")
-    with llama_server(gguf, args.n_ctx, args.threads, out / "work" / "llama_server.log") as url:
+    with llama_server(gguf, n_threads=args.threads, n_ctx=args.n_ctx, log=out / "work" / "llama_server.log",
+                      alias=ALIAS, ready_timeout=300) as url:
         log(f"model server {url} ({args.model})")
         rows = asyncio.run(amain(args, url, venvs))
     write_outputs(rows, meta(args, time.perf_counter() - t0), out)
