@@ -18,23 +18,14 @@ import asyncio
 import json
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-
-from harnesslearn.evaluation import task_tools  # noqa: E402
-from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend  # noqa: E402
-from harnesslearn.sandbox import (  # noqa: E402
-    Budgets,
-    Executor,
-    ExecutorConfig,
-    RunRecord,
-    find_python,  # noqa: E402
-)
-from harnesslearn.tasks.base import Problem, Score, Task  # noqa: E402
+from harnesslearn.evaluation import task_tools
+from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+from harnesslearn.runtime import SolverRuntime
+from harnesslearn.sandbox import Budgets, RunRecord, find_python
+from harnesslearn.tasks.base import Problem, Score, Task
 
 HARNESS = "def solve(model, question):\n    return question.upper()\n"
 BARE = ("import sys, json\nsrc, q = json.loads(sys.stdin.read())\nns = {}\nexec(compile(src, 'h', 'exec'), ns)\n"
@@ -89,7 +80,9 @@ def bare_subprocess(n: int) -> list[float]:
 async def executor(n: int, batch: int, slots: int) -> tuple[list[float], float, str]:
     problems = list(Bench().candidates(0))
     lat = []
-    async with Executor(NoModel(), ExecutorConfig(concurrency=1)) as ex:
+    async with SolverRuntime(NoModel(), concurrency=1) as rt:
+        ex = rt.executor
+        assert ex is not None
         await ex.run(HARNESS, problems[:1], task_tools(Bench()), Budgets(timeout_s=10))  # warm-up
         for p in problems[1:n + 1]:
             done: list[float] = []
@@ -99,7 +92,9 @@ async def executor(n: int, batch: int, slots: int) -> tuple[list[float], float, 
             assert recs[0].answer == p.question.upper(), recs[0]
             lat.append(done[0] - t0)
         isolation = str(ex.isolation)
-    async with Executor(NoModel(), ExecutorConfig(concurrency=slots)) as ex:
+    async with SolverRuntime(NoModel(), concurrency=slots) as rt:
+        ex = rt.executor
+        assert ex is not None
         await ex.run(HARNESS, problems[:slots], task_tools(Bench()), Budgets(timeout_s=10))
         t0 = time.perf_counter()
         recs: list[RunRecord] = await ex.run(HARNESS, problems[:batch], task_tools(Bench()), Budgets(timeout_s=30))

@@ -70,18 +70,17 @@ async def bench_direct(url: str, prompts: list[str], concurrency: int, max_token
 
 async def bench_broker(url: str, problems: list[Any], task: Any, concurrency: int, max_tokens: int,
                        calls: int) -> dict[str, Any]:
-    from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import Budgets
 
     model = load_model("openai:gemma", base_url=url, cache=False, concurrency=concurrency)
     source = HARNESS.format(max_tokens=max_tokens, calls=calls)
-    try:
-        async with Executor(model, ExecutorConfig(concurrency=concurrency)) as ex:
-            await ex.start()  # pool start and sandbox preflight are not part of the measurement
-            t0 = time.perf_counter()
-            records = await ex.run(source, problems, task_tools(task), Budgets(timeout_s=300, max_tokens=100_000))
-            wall = time.perf_counter() - t0
-    finally:
-        await model.aclose()
+    # pool start and sandbox preflight happen on entry: they are not part of the measurement
+    async with SolverRuntime(model, concurrency=concurrency, warm=False) as rt:
+        assert rt.executor is not None
+        t0 = time.perf_counter()
+        records = await rt.executor.run(source, problems, task_tools(task), Budgets(timeout_s=300, max_tokens=100_000))
+        wall = time.perf_counter() - t0
     statuses = sorted({r.status.value for r in records})
     tokens = sum(c.completion_tokens for r in records for c in r.calls if c.kind == "model")
     calls = sum(r.n_calls for r in records)

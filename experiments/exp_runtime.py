@@ -9,8 +9,6 @@ that ``python3 experiments/h200_grpo.py`` also works without it.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -18,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from harnesslearn.gpu import GpuSampler as _GpuSampler
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = time.time()
@@ -99,73 +99,11 @@ def isolation_record(requested: str, used: str | None, worker_python: str | None
 
 
 # ---------------------------------------------------------------------- GPU sampling
-class GpuSampler:
-    """Samples GPU 0's utilisation (%) and memory (MiB) every ``interval`` seconds on a daemon
-    thread, through NVML (nvidia-ml-py) or, failing that, ``nvidia-smi``. Where neither works
-    (no GPU, a sandboxed driver), ``samples`` stays empty and ``source`` says why."""
+class GpuSampler(_GpuSampler):
+    """``harnesslearn.gpu.GpuSampler`` with sample times counted from this script's T0."""
 
     def __init__(self, interval: float = 0.25) -> None:
-        self.interval = interval
-        self.samples: list[tuple[float, float, float]] = []  # (t since T0, util %, memory MiB)
-        self.source = "none"
-        self._stop = threading.Event()
-        self._read = self._pick()
-        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
-
-    def _pick(self) -> Any:
-        reasons = []
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            h = pynvml.nvmlDeviceGetHandleByIndex(0)
-
-            def nvml() -> tuple[float, float]:
-                return (float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
-                        pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**20)
-
-            nvml()
-            self.source = "nvml"
-            return nvml
-        except Exception as e:  # noqa: BLE001 - any NVML failure means "try nvidia-smi"
-            reasons.append(f"nvml: {type(e).__name__}: {e}")
-        smi = shutil.which("nvidia-smi")
-        if smi:
-            def nvsmi() -> tuple[float, float]:
-                out = subprocess.run([smi, "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits",
-                                      "-i", "0"], capture_output=True, text=True, timeout=5, check=True).stdout
-                u, m = out.strip().split(",")[:2]
-                return float(u), float(m)
-
-            try:
-                nvsmi()
-                self.source = "nvidia-smi"
-                return nvsmi
-            except (OSError, subprocess.SubprocessError, ValueError) as e:
-                reasons.append(f"nvidia-smi: {e}")
-        self.source = "unavailable: " + ("; ".join(reasons) or "no nvidia-smi")
-        return None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                u, m = self._read()
-            except Exception as e:  # noqa: BLE001 - a failed read ends sampling; it must not end the run
-                self.source += f" (stopped: {type(e).__name__})"
-                return
-            self.samples.append((round(time.time() - T0, 3), u, round(m, 1)))
-
-    def start(self) -> GpuSampler:
-        if self._read is not None:
-            self._thread.start()
-        else:
-            log(f"GPU sampling {self.source}")
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        super().__init__(interval, origin=T0)
 
 
 class Timeline:

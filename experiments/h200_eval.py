@@ -204,15 +204,18 @@ async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> Non
 async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path,
                   results: Results) -> list[dict[str, Any] | BaseException]:
     from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Executor, ExecutorConfig
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import ExecutorConfig
 
     solver = load_model(args.solver or f"hf:{args.model}?max_batch={args.solver_max_batch}",
                         cache_path=str(work / "solver_cache.sqlite"))
     opts = f"?dtype={args.proposer_dtype}&max_batch=64"
     proposers = {arm: load_model(f"hf:{path}{opts}", cache=False) for arm, path in arms.items()}
-    executor = Executor(solver, ExecutorConfig(isolation=args.isolation, concurrency=args.concurrency,
-                                               python=args.worker_python))
-    await executor.start()  # the preflight self-test: refuses to run when the isolation does not hold
+    runtime = SolverRuntime(solver, config=ExecutorConfig(isolation=args.isolation, python=args.worker_python),
+                            concurrency=args.concurrency, warm=False)
+    await runtime.__aenter__()  # the preflight self-test: refuses to run when the isolation does not hold
+    executor = runtime.executor
+    assert executor is not None
     results.data["isolation"] = rt.isolation_record(args.isolation, executor.isolation, args.worker_python)
     try:
         # the seed's evaluations first, once: both arms then read them from the solver's response cache
@@ -229,8 +232,8 @@ async def run_all(args: argparse.Namespace, arms: dict[str, str], work: Path,
         return list(await asyncio.gather(*jobs, return_exceptions=True))
     finally:
         t = time.time()
-        await executor.aclose()
-        for m in (solver, *proposers.values()):
+        await runtime.aclose()  # the executor, then the solver
+        for m in proposers.values():
             await m.aclose()
         rt.log(f"executor and models closed ({time.time() - t:.1f}s)")
 

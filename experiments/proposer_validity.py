@@ -38,7 +38,8 @@ from harnesslearn.proposer import (
     sample_one,
     template,
 )
-from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+from harnesslearn.runtime import SolverRuntime
+from harnesslearn.sandbox import Budgets
 from harnesslearn.tasks import load_task
 
 DEFAULT_FAMILIES = "basic_arithmetic,gcd,word_sorting,letter_counting,rotten_oranges,maze"
@@ -56,7 +57,9 @@ async def one_family(family: str, args: argparse.Namespace, solver: Any, propose
     seed_h: Harness = load_harness(args.harness)
     budgets = Budgets(timeout_s=120.0)
     copies = example_replacements()
-    async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:
+    async with SolverRuntime(solver, concurrency=2, own_solver=False, warm=False) as rt:
+        ex = rt.executor
+        assert ex is not None
         fb = await evaluate(seed_h, task, "feedback", args.n_feedback, args.seed, ex, budgets=budgets, progress=False)
         prompt = make_prompt(form, task, seed_h, fb, rng_seed=candidate_seed(args.seed, 1, 0),  # type: ignore[arg-type]
                              prime=prime, prefill=prefill)

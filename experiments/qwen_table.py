@@ -32,7 +32,8 @@ from typing import Any
 from harnesslearn import AdaptSettings, zoo
 from harnesslearn.adapt import adapt
 from harnesslearn.models import load_model
-from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+from harnesslearn.runtime import SolverRuntime
+from harnesslearn.sandbox import Budgets
 from harnesslearn.store import Store
 from harnesslearn.tasks import load_task
 
@@ -123,8 +124,9 @@ async def one(spec: str, args: argparse.Namespace, solver: Any, proposer: Any) -
     zoo_file = rd / "zoo.json"  # the zoo on the same splits: every entry on score, the pick on test
     if not zoo_file.exists():
         only = [n for n in zoo.names(task) if n not in args.zoo_skip.split(",")]
-        async with Executor(solver, ExecutorConfig(concurrency=args.concurrency)) as ex:
-            z = await zoo.evaluate_zoo(task, ex, n_score=args.n_score, n_test=args.n_test, seed=args.seed,
+        async with SolverRuntime(solver, concurrency=args.concurrency, own_solver=False, warm=False) as rt:
+            assert rt.executor is not None
+            z = await zoo.evaluate_zoo(task, rt.executor, n_score=args.n_score, n_test=args.n_test, seed=args.seed,
                                        budgets=settings.budgets, only=only, test="best", include_seed=False,
                                        progress=False)
         zoo_file.write_text(json.dumps(z))

@@ -156,3 +156,39 @@ def test_backoff_is_bounded_and_grows():
 
     rng = random.Random(0)
     assert all(0 <= backoff_delay(r, 0.5, 8.0, rng) <= min(8.0, 0.5 * 2**r) for r in range(10) for _ in range(20))
+
+
+def test_prefill_continues_a_last_assistant_message_on_servers_that_take_it(server):
+    msgs = [{"role": "user", "content": "write solve"}, {"role": "assistant", "content": "def solve("}]
+    m = load_model("openai:gem?prefill=true", base_url=server.url, cache=False)
+    assert m.continues_assistant() and m.chat_template()
+    run(m, GenerateRequest(msgs))
+    req = server.requests[-1]
+    assert req["messages"] == msgs and req["continue_final_message"] is True and req["add_generation_prompt"] is False
+    run(load_model("openai:gem?prefill=true", base_url=server.url, cache=False), GenerateRequest(msgs[:1]))
+    assert "continue_final_message" not in server.requests[-1]  # nothing to continue: an ordinary turn
+    plain = load_model("openai:gem", base_url=server.url, cache=False)
+    assert not plain.continues_assistant()
+    run(plain, GenerateRequest(msgs))
+    assert "continue_final_message" not in server.requests[-1]
+
+
+def test_the_vllm_provider_says_how_to_get_vllm_and_builds_its_server_command(tmp_path):
+    import importlib.util
+
+    from harnesslearn.errors import MissingExtraError, UserError
+    from harnesslearn.models.served import vllm_argv
+    from harnesslearn.models.vllm import parse_lora
+
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(MissingExtraError, match="vllm"):
+            load_model(f"vllm:{tmp_path}")
+    assert parse_lora("sft=/a, rl=/b") == {"sft": "/a", "rl": "/b"} and parse_lora(None) == {}
+    with pytest.raises(UserError, match="NAME=DIR"):
+        parse_lora("sft")
+    argv = vllm_argv("/m", 8123, served_name="model", gpu_memory_utilization=0.3, max_num_seqs=512,
+                     lora={"sft": "/a"})
+    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(argv)
+    assert "--model /m" in joined and "--port 8123" in joined and "--gpu-memory-utilization 0.3" in joined
+    assert "--enable-lora" in joined and "--lora-modules sft=/a" in joined and "--max-num-seqs 512" in joined

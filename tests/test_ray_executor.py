@@ -263,18 +263,19 @@ def test_grpo_opens_its_executor_on_ray_and_uses_it_from_its_loop_thread(local_r
     """Training's reward loop runs on a private event-loop thread: the Ray executor connects in the
     calling thread and serves every evaluation from that loop."""
     from harnesslearn.training.config import GRPOTrainConfig, build_config
-    from harnesslearn.training.grpo import LoopThread, _open_executor
+    from harnesslearn.training.grpo import LoopThread, _open_runtime
 
     cfg = build_config(GRPOTrainConfig, {"solver": SOLVER, "executor": "ray", "concurrency": 2})
     runner = LoopThread()
-    ex = _open_executor(cfg, runner)
+    rt = _open_runtime(cfg, runner)
+    ex = rt.executor
     try:
         ev = runner.run(evaluate(load_harness("minimal"), load_task("rg:basic_arithmetic"), "score", 4, 0, ex,
                                  progress=False))
         assert type(ex).__name__ == "RayExecutor" and ev.infra_failures == 0 and ev.n == 4
         assert ex.stats()["actors"][0]["slots"] == 2
     finally:
-        runner.run(ex.aclose())
+        runner.run(rt.aclose())
         runner.close()
 
 

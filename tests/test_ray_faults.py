@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from llama_server import free_port, wait_ready
+from llama_server import ServerProcess, free_port, llamacpp_argv
 
 HERE = Path(__file__).resolve().parent
 NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
@@ -117,13 +117,11 @@ def llama(gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     token per evaluation (llama.cpp reuses the longest cached prefix of the previous prompt, and
     evaluating the rest in a batch of another size can flip a greedy choice)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "gemma", "--host",
-           "127.0.0.1", "--port", str(port), "--n_ctx", "1024", "--n_threads", "1", "--n_batch", "1",
-           "--n_ubatch", "1"]
-    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child owns it
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_ready(url, proc)
-    return proc, url
+    server = ServerProcess(llamacpp_argv(str(gguf), port, alias="gemma", n_ctx=1024, n_threads=1,
+                                         extra=["--n_batch", "1", "--n_ubatch", "1"]), port, log=log)
+    server.wait_ready(120.0)
+    assert server.proc is not None
+    return server.proc, server.base_url
 
 
 @pytest.mark.slow

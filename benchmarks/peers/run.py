@@ -89,12 +89,14 @@ def task_spec(name: str) -> str:
 class Driver:
     def __init__(self, args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) -> None:
         from harnesslearn.models import load_model
-        from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+        from harnesslearn.runtime import SolverRuntime
+        from harnesslearn.sandbox import Budgets
 
         self.args, self.llm_url, self.venvs = args, llm_url, venvs
         self.budgets = Budgets(timeout_s=args.timeout)
         self.solver = load_model(f"openai:{ALIAS}", base_url=llm_url, cache=False, timeout=1800.0)
-        self.executor = Executor(self.solver, ExecutorConfig(concurrency=args.concurrency))
+        self.runtime = SolverRuntime(self.solver, concurrency=args.concurrency, warm=False)
+        self.executor: Any = None
         self.test_cache: dict[tuple[str, int, str], Any] = {}
         self.test_solver_calls = 0
         self.test_s = 0.0
@@ -103,12 +105,13 @@ class Driver:
     async def start(self) -> None:
         from service import Service
 
+        await self.runtime.__aenter__()
+        self.executor = self.runtime.executor
         self.svc = Service(asyncio.get_running_loop(), self.executor, self.llm_url, self.budgets).start()
 
     async def close(self) -> None:
         self.svc.close()
-        await self.executor.aclose()
-        await self.solver.aclose()
+        await self.runtime.aclose()  # the executor, then the solver
 
     async def test_eval(self, task: Any, seed: int, h: Any) -> Any:
         """The test-split evaluation of ``h`` (once per harness: it is reporting, not search)."""

@@ -65,10 +65,7 @@ from harnesslearn.tasks.base import Task
 from harnesslearn.taxonomy import classify_result
 
 if TYPE_CHECKING:
-    from harnesslearn.sandbox.executor import Executor
-    from harnesslearn.sandbox.ray_executor import RayExecutor
-
-    AnyExecutor = Executor | RayExecutor
+    from harnesslearn.sandbox.protocol import HarnessExecutor as AnyExecutor
 
 ORACLE_LABEL = "oracle best-of-N: selected on the TEST split, an upper bound for comparison only"
 
@@ -429,19 +426,19 @@ async def adapt(
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
     store = Store.open(rd, lock=True)
-    own_executor = executor is None
+    runtime = None
     try:
         if resume:
             store.verify_harnesses()
         names = ("sequential", "independent") if s.strategy == "compare" else (s.strategy,)
         for name in names:
             _open_run(store, name, identity, s)
-        if executor is None:
-            from harnesslearn.sandbox.executor import Executor as LocalExecutor
-            from harnesslearn.sandbox.executor import ExecutorConfig
+        if executor is None:  # our own, through the one runtime; the caller keeps and closes the solver
+            from harnesslearn.runtime import SolverRuntime
 
-            config = ExecutorConfig() if s.concurrency is None else ExecutorConfig(concurrency=s.concurrency)
-            executor = LocalExecutor(solver, config)
+            runtime = await SolverRuntime(solver, concurrency=s.concurrency, own_solver=False).__aenter__()
+            executor = runtime.executor
+            assert executor is not None
         results: dict[str, AdaptResult] = {}
         for name in names:
             store.add_harness(seed_h, run_id=name, round=0)
@@ -464,5 +461,5 @@ async def adapt(
         return main
     finally:
         store.close()
-        if own_executor and executor is not None:
-            await executor.aclose()
+        if runtime is not None:
+            await runtime.aclose()

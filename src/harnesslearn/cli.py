@@ -196,29 +196,29 @@ def run(
     import asyncio
 
     from harnesslearn.evaluation import Evaluation, evaluate
-    from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Budgets, ExecutorConfig, build_executor, parse_executor
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import Budgets, ExecutorConfig
     from harnesslearn.tasks import load_task
 
-    parse_executor(executor)
+    config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
+    rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, config=config, concurrency=concurrency,
+                       warm=False)
     t = load_task(task)
     h = _harness_for_run(harness, t)
-    model = load_model(solver, base_url=solver_base_url)
-    config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
-    ex = build_executor(executor, model, config, concurrency=concurrency)
     budgets = Budgets(timeout_s=timeout)
+    stats: dict[str, Any] = {}
 
     async def go() -> Evaluation:
-        try:
-            async with ex:
-                return await evaluate(h, t, split, n, seed, ex, budgets=budgets, progress=True)
-        finally:
-            await model.aclose()
+        async with rt:
+            assert rt.executor is not None
+            ev = await evaluate(h, t, split, n, seed, rt.executor, budgets=budgets, progress=True)
+            stats.update(rt.stats())
+            return ev
 
     ev = asyncio.run(go())
     result = ev.to_json()
-    result["model_stats"] = model.stats()  # calls, tokens, cache hits, retries, faults, infra errors; endpoints
-    result["executor"] = ex.stats()  # local, or the Ray actors, their nodes and the problems dispatched again
+    result["model_stats"] = stats["solver"]  # calls, tokens, cache hits, retries, faults, infra errors; endpoints
+    result["executor"] = stats["executor"]  # local, or the Ray actors, their nodes and the problems dispatched again
     j = "n/a (all runs hit infrastructure failures)" if ev.J is None else f"{ev.J:.3f}"
     rate = "n/a" if ev.completion_rate is None else f"{ev.completion_rate:.0%}"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(ev.status_counts().items()))
@@ -249,8 +249,8 @@ def zoo(
     import asyncio
 
     from harnesslearn import zoo as zoo_mod
-    from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import Budgets
     from harnesslearn.tasks import load_task
 
     t = load_task(task)
@@ -259,22 +259,20 @@ def zoo(
         zoo_mod.build(name, t, seed)  # unknown or inapplicable names: exit 2 before anything runs
     if test not in ("all", "best"):
         raise UserError(f"--test must be all or best, not {test!r}")
-    model = load_model(solver, base_url=solver_base_url)
-    config = ExecutorConfig()
-    if concurrency is not None:
-        config.concurrency = concurrency
+    rt = SolverRuntime(solver, base_url=solver_base_url, concurrency=concurrency, warm=False)
+    stats: dict[str, Any] = {}
 
     async def go() -> dict[str, Any]:
-        try:
-            async with Executor(model, config) as ex:
-                return await zoo_mod.evaluate_zoo(t, ex, n_score=n_score, n_test=n_test, seed=seed,
-                                                  budgets=Budgets(timeout_s=timeout), only=names, test=test)
-        finally:
-            await model.aclose()
+        async with rt:
+            assert rt.executor is not None
+            out = await zoo_mod.evaluate_zoo(t, rt.executor, n_score=n_score, n_test=n_test, seed=seed,
+                                             budgets=Budgets(timeout_s=timeout), only=names, test=test)
+            stats.update(rt.stats())
+            return out
 
     out = asyncio.run(go())
     out["solver"] = solver
-    out["model_stats"] = model.stats()
+    out["model_stats"] = stats["solver"]
 
     def j(d: dict[str, Any]) -> str:
         return "-" if not d or d.get("J") is None else f"{d['J']:.3f} [{d['lo']:.2f}, {d['hi']:.2f}]"
@@ -344,7 +342,7 @@ def adapt(
     from harnesslearn.adapt import adapt as run_adapt
     from harnesslearn.models import load_model
     from harnesslearn.proposer import FORM_CHOICES, PRIME_CHOICES
-    from harnesslearn.sandbox import build_executor, parse_executor
+    from harnesslearn.runtime import SolverRuntime
     from harnesslearn.sandbox.records import Budgets
     from harnesslearn.settings import STRATEGIES, choose
     from harnesslearn.tasks import load_task
@@ -361,21 +359,20 @@ def adapt(
         raise UserError("--run-dir must not be empty")
     if resume and run_dir is None:
         raise UserError("--resume needs --run-dir (the run directory to continue)")
-    parse_executor(executor)
+    rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, concurrency=settings.concurrency,
+                       warm=False)
     t = load_task(task)
     seed_h = resolve(harness, t, seed) if harness else None
-    solver_m = load_model(solver, base_url=solver_base_url)
     proposer_m = load_model(proposer, base_url=proposer_base_url)
-    ex = build_executor(executor, solver_m, concurrency=settings.concurrency)
 
     async def go() -> dict[str, Any]:
         try:
-            r = await run_adapt(t, solver_m, proposer_m, settings, run_dir=run_dir, resume=resume, seed_harness=seed_h,
-                                executor=ex)
-            return r.to_json()
+            async with rt:
+                assert rt.solver is not None
+                r = await run_adapt(t, rt.solver, proposer_m, settings, run_dir=run_dir, resume=resume,
+                                    seed_harness=seed_h, executor=rt.executor)
+                return r.to_json()
         finally:
-            await ex.aclose()
-            await solver_m.aclose()
             await proposer_m.aclose()
 
     out = asyncio.run(go())

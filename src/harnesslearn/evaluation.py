@@ -17,8 +17,7 @@ from harnesslearn.sandbox.records import Budgets, CallRecord, RunRecord, Status,
 from harnesslearn.tasks.base import Problem, Task
 
 if TYPE_CHECKING:
-    from harnesslearn.sandbox.executor import Executor
-    from harnesslearn.sandbox.ray_executor import RayExecutor
+    from harnesslearn.sandbox.protocol import HarnessExecutor
 
 
 @dataclass
@@ -189,7 +188,7 @@ async def evaluate(
     split: str,
     n: int,
     seed: int,
-    executor: Executor | RayExecutor,
+    executor: HarnessExecutor,
     budgets: Budgets | None = None,
     progress: bool = True,
     problems: list[Problem] | None = None,

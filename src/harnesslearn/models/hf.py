@@ -90,6 +90,7 @@ class HFBackend(Backend):
         self.tokenizer: Any = None
         self.end_ids: set[int] = set()
         self.batches: list[int] = []  # sequences per generate call, for tests and benchmarks
+        self._closing = threading.Event()  # set by aclose: the batch in flight stops at its next token
 
     # ------------------------------------------------------------ loading
     def warm(self) -> None:
@@ -211,6 +212,7 @@ class HFBackend(Backend):
             kw.update(stop_strings=list(req0.stop), tokenizer=self.tokenizer)
         if self.static_cache:
             kw["cache_implementation"] = "static"
+        kw["stopping_criteria"] = self._stop_on_close()
         if req0.seed is not None:
             torch.manual_seed(req0.seed)
         with torch.inference_mode():
@@ -241,7 +243,23 @@ class HFBackend(Backend):
                                       latency_s=latency, meta={"batch": len(prompts)}))
         return results
 
+    def _stop_on_close(self) -> Any:
+        """A stopping criterion that ends the batch in flight once ``aclose`` was called: a long batch
+        must not outlive its backend (on CUDA a generating daemon thread at interpreter exit aborts
+        the process: seen on the H200 after gpu_eval's hf: run)."""
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        closing = self._closing
+
+        class Closing(StoppingCriteria):  # type: ignore[misc]
+            def __call__(self, input_ids: Any, scores: Any, **kw: Any) -> Any:
+                return torch.full((input_ids.shape[0],), closing.is_set(), dtype=torch.bool, device=input_ids.device)
+
+        return StoppingCriteriaList([Closing()])
+
     async def aclose(self) -> None:
         if self._thread is not None and self._thread.is_alive():
+            self._closing.set()
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join, 30)

@@ -4,7 +4,8 @@ Base URL from ``base_url=`` (``--solver-base-url``) or ``OPENAI_BASE_URL``; key 
 ``OPENAI_API_KEY`` (``"EMPTY"`` when unset, as local servers expect). Chat messages go to
 ``/chat/completions`` and plain text to ``/completions``; ``endpoint=chat|completions``
 forces one (a str prompt sent to chat becomes one user message; messages sent to
-completions are rendered with ``render_messages``).
+completions are rendered with ``render_messages``). ``prefill=true`` (servers that take vLLM's
+``continue_final_message``: vLLM, SGLang) continues a last assistant message instead of closing it.
 
 Faults: the client is built with ``max_retries=0`` and this module retries itself (so the
 retries are counted and testable): HTTP 429, 408 and 5xx, timeouts (``timeout=`` seconds,
@@ -61,13 +62,13 @@ class OpenAIBackend(Backend):
     provider: ClassVar[str] = "openai"
     OPTIONS: ClassVar[dict[str, type]] = {
         "base_url": str, "endpoint": str, "timeout": float, "max_retries": int,
-        "base_delay": float, "max_delay": float,
+        "base_delay": float, "max_delay": float, "prefill": bool,
     }
     DEFAULT_CONCURRENCY: ClassVar[int] = 32
     CACHE_BY_DEFAULT: ClassVar[bool] = True
 
     def __init__(self, name: str, *, base_url: str | None = None, endpoint: str = "auto", timeout: float = 60.0,
-                 max_retries: int = 6, base_delay: float = 0.5, max_delay: float = 8.0,
+                 max_retries: int = 6, base_delay: float = 0.5, max_delay: float = 8.0, prefill: bool = False,
                  concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
         if endpoint not in ("auto", "chat", "completions"):
@@ -75,14 +76,15 @@ class OpenAIBackend(Backend):
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.api_key = os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.endpoint, self.timeout, self.max_retries = endpoint, timeout, max_retries
-        self.base_delay, self.max_delay = base_delay, max_delay
+        self.base_delay, self.max_delay, self.prefill = base_delay, max_delay, prefill
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
         self._rng = random.Random()
 
     def identity(self) -> str:
-        return f"{self.spec}@{self.base_url or 'https://api.openai.com/v1'}#{self.endpoint}"
+        return (f"{self.spec}@{self.base_url or 'https://api.openai.com/v1'}#{self.endpoint}"
+                + ("+prefill" if self.prefill else ""))
 
     def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -96,6 +98,9 @@ class OpenAIBackend(Backend):
     def chat_template(self) -> bool:
         """Messages go to the server's chat endpoint (its own template) unless ``endpoint=completions``."""
         return self.endpoint != "completions"
+
+    def continues_assistant(self) -> bool:
+        return self.prefill and self.endpoint != "completions"
 
     def _use_chat(self, request: GenerateRequest) -> bool:
         return self.endpoint == "chat" or (self.endpoint == "auto" and not isinstance(request.prompt, str))
@@ -111,6 +116,8 @@ class OpenAIBackend(Backend):
         async with asyncio.timeout(self.timeout):
             if self._use_chat(request):
                 msgs = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
+                if self.prefill and msgs and msgs[-1].get("role") == "assistant":
+                    params["extra_body"] = {"continue_final_message": True, "add_generation_prompt": False}
                 chat = await client.chat.completions.create(messages=msgs, **params)  # type: ignore[arg-type]
                 texts, usage = [c.message.content or "" for c in chat.choices], chat.usage
             else:

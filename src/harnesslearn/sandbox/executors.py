@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 from harnesslearn.errors import UserError
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.sandbox.executor import Executor, ExecutorConfig
+from harnesslearn.sandbox.protocol import HarnessExecutor
 
 if TYPE_CHECKING:
-    from harnesslearn.sandbox.ray_executor import RayConfig, RayExecutor
+    from harnesslearn.sandbox.ray_executor import RayConfig
 
 EXECUTOR_HELP = "Where harness runs execute: local | ray (a local Ray instance) | ray:auto | ray:HOST:PORT | ray://HOST:PORT."
 
@@ -38,7 +39,7 @@ def parse_executor(option: str) -> tuple[str, str | None]:
 
 
 def build_executor(option: str, solver: ModelBackend, config: ExecutorConfig | None = None, *,
-                   concurrency: int | None = None, ray: RayConfig | None = None) -> Executor | RayExecutor:
+                   concurrency: int | None = None, ray: RayConfig | None = None) -> HarnessExecutor:
     """The executor that ``option`` names (see the module docstring), for ``solver``.
 
     ``config`` is the sandbox configuration (on every node, for Ray). ``concurrency`` is the

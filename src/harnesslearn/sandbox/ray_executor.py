@@ -624,9 +624,11 @@ class RayExecutor:
         tools: Tools | None = None,
         budgets: Budgets | None = None,
         on_record: Callable[[RunRecord], None] | None = None,
+        settle: bool = True,
     ) -> list[RunRecord]:
         """One RunRecord per problem, in order. Never raises for a harness failure or a lost node.
-        ``tools``: as for ``Executor.run`` (``evaluation.task_tools(task)``)."""
+        ``tools``: as for ``Executor.run`` (``evaluation.task_tools(task)``); ``settle`` is
+        accepted for the ``HarnessExecutor`` protocol (the actors' pools settle on their nodes)."""
         await self.start()
         if self.config.isolation == "none":
             _log("WARNING: harnesslearn is running harness code WITHOUT a sandbox on every Ray node "

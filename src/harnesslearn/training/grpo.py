@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import ModelBackend
+from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import ExecutorConfig
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.config import GRPOTrainConfig, trainer_kwargs
@@ -193,19 +194,16 @@ def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
     return cfg.micro_batch, per_update // cfg.micro_batch
 
 
-def _open_executor(cfg: GRPOTrainConfig, runner: LoopThread) -> Any:
-    """Build the executor here (a Ray executor connects now, in the calling thread) and start it
-    on the runner's loop, where every evaluation of the run happens."""
-    from harnesslearn.models import load_model
-    from harnesslearn.sandbox import build_executor
-
-    solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
+def _open_runtime(cfg: GRPOTrainConfig, runner: LoopThread) -> SolverRuntime:
+    """The solver and the executor, opened through the one runtime on the runner's loop, where every
+    evaluation of the run happens (closed by ``run_grpo`` on any exit)."""
     kw: dict[str, Any] = {"isolation": cfg.isolation}
     if cfg.worker_python is not None:
         kw["python"] = cfg.worker_python
-    ex = build_executor(cfg.executor, solver, ExecutorConfig(**kw), concurrency=cfg.concurrency)
-    runner.run(ex.__aenter__())
-    return ex
+    rt = SolverRuntime(cfg.solver, base_url=cfg.solver_base_url, executor=cfg.executor,
+                       config=ExecutorConfig(**kw), concurrency=cfg.concurrency)
+    runner.run(rt.__aenter__())
+    return rt
 
 
 def open_store(run_dir: str | None, run_id: str, config: dict[str, Any]) -> Any:
@@ -250,7 +248,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
     t_model = time.perf_counter() - t0
     runner = LoopThread()
-    executor = _open_executor(cfg, runner)
+    rt = _open_runtime(cfg, runner)
+    executor = rt.executor
     store = open_store(cfg.run_dir, "grpo", asdict(cfg))
     try:
         tasks = load_tasks([task_spec(f) for f in cfg.families])
@@ -288,7 +287,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
                                                              cfg.target_modules),
         )
         trainer.add_callback(clock.callback())
-        hooks.on_start(GRPORun(trainer, executor.solver, sink, executor.isolation))
+        assert rt.solver is not None and executor is not None
+        hooks.on_start(GRPORun(trainer, rt.solver, sink, executor.isolation))
         t2 = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
         t_train = time.perf_counter() - t2
@@ -311,7 +311,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             store.finish_run("grpo", {k: v for k, v in summary.items() if k != "reward_parts"})
         return summary
     finally:
-        runner.run(executor.aclose())
+        runner.run(rt.aclose())
         runner.close()
         if store is not None:
             store.close()

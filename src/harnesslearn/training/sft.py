@@ -56,8 +56,9 @@ def resume_arg(resume: bool | str, output_dir: str) -> str | None:
     return str(resume)
 
 
-def run_sft(cfg: SFTTrainConfig) -> dict[str, Any]:
-    """Train; returns a summary (steps, final loss, where the adapter went)."""
+def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[str, Any]:
+    """Train; returns a summary (steps, final loss, where the adapter went). ``callbacks``:
+    transformers ``TrainerCallback``s (for example a deadline that stops training)."""
     rows = read_sft_jsonl(cfg.data)  # a missing or empty file fails before the slow imports
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -78,6 +79,8 @@ def run_sft(cfg: SFTTrainConfig) -> dict[str, Any]:
         processing_class=tok,
         peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules),
     )
+    for cb in callbacks or []:
+        trainer.add_callback(cb)
     result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
     final = Path(cfg.output_dir) / "adapter"
     trainer.save_model(str(final))

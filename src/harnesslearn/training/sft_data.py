@@ -100,10 +100,10 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: Any, task: An
 async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     """Write the dataset; returns the summary the CLI prints."""
     from harnesslearn.models import load_model
-    from harnesslearn.sandbox import ExecutorConfig, build_executor
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import ExecutorConfig
 
     teacher = load_model(cfg.teacher, base_url=cfg.teacher_base_url)
-    solver = load_model(cfg.solver, base_url=cfg.solver_base_url)
     seed_h = load_harness(cfg.seed_harness)
     tasks = load_tasks([task_spec(f) for f in cfg.families])
     store = None
@@ -118,7 +118,9 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     if cfg.worker_python is not None:
         kw["python"] = cfg.worker_python
     try:
-        async with build_executor(cfg.executor, solver, ExecutorConfig(**kw), concurrency=cfg.concurrency) as ex:
+        async with SolverRuntime(cfg.solver, base_url=cfg.solver_base_url, executor=cfg.executor,
+                                 config=ExecutorConfig(**kw), concurrency=cfg.concurrency) as rt:
+            ex = rt.executor
             jobs = [
                 _one_context(cfg, teacher, ex, task, seed_h, fi * cfg.contexts_per_family + c, store)
                 for fi, task in enumerate(tasks.values()) for c in range(cfg.contexts_per_family)
@@ -126,7 +128,6 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
             results = await asyncio.gather(*jobs)
     finally:
         await teacher.aclose()
-        await solver.aclose()
     rows = [r for kept, _ in results for r in kept]
     counts: Counter[str] = Counter()
     for _, c in results:

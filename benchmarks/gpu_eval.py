@@ -1,0 +1,201 @@
+"""Throughput of the real workload: sandboxed harness runs against one solver engine.
+
+The minimal seed and the reasoning zoo harnesses, on 4 Reasoning Gym families, with ``--concurrency``
+(192 by default) harness runs in flight at all times for ``--minutes``: the shape of SFT-data
+generation, GRPO rewards and evaluation (short, dependent solver calls from many programs). Each
+engine runs in the same invocation or is appended to the same JSON file, so engines compare under
+the same workload:
+
+    # on the H200 (see experiments/device/README.md for getting the model and wheels there)
+    python3 benchmarks/gpu_eval.py --engine vllm --model DIR --minutes 3
+    python3 benchmarks/gpu_eval.py --engine hf --model DIR --minutes 3
+    # anywhere, as a dry run of the code path (a rule-based solver; no GPU figures)
+    python3 benchmarks/gpu_eval.py --solver python:tests/zoo_solver.py:six --minutes 0.2 --concurrency 8 --out /tmp/g.json
+
+Writes (or updates: one run per engine, model, device and ``--label``) ``benchmarks/results/gpu_eval.json``, a list
+of runs with ``engine``, ``model``, ``device``, ``solver_tokens_per_s`` (generated tokens),
+``solver_calls_per_s``, ``gpu_busy_fraction`` (mean utilisation sampled every second),
+``call_latency_p50_s``/``p95_s`` (one solver call as the harness sees it, queueing included),
+``harness_runs_per_min``, and the mean score of each harness (a check that the solver answers).
+The response cache is off: every call reaches the engine. The first ``--warmup`` seconds are not
+measured (an engine's first batches compile kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.evaluation import score_records, task_tools
+from harnesslearn.fsutil import atomic_write_text
+from harnesslearn.gpu import GpuSampler, device_name
+from harnesslearn.harness import load_harness
+from harnesslearn.models import load_model
+from harnesslearn.runtime import SolverRuntime
+from harnesslearn.sandbox import Budgets, ExecutorConfig
+from harnesslearn.tasks import load_task
+from harnesslearn.zoo import build as zoo_build
+
+FAMILIES = ("gcd", "basic_arithmetic", "word_sorting", "letter_counting")
+HARNESSES = ("minimal", "interpreter_loop", "reason_extract", "self_consistency", "verify_retry", "few_shot")
+ENGINES = {  # engine -> solver spec for a transformers folder
+    "vllm": "vllm:{model}?max_num_seqs=512&gpu_memory_utilization=0.85&log={log}",
+    "hf": "hf:{model}?max_batch=256",  # the in-process dynamic batcher (static batches)
+    "hf-static-cache": "hf:{model}?max_batch=256&static_cache=true",
+}
+
+
+def log(msg: str) -> None:
+    print(f"[gpu_eval {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
+
+
+async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
+    tasks = {f: load_task(f"rg:{f}") for f in a.families}
+    problems = {f: t.problems("test", a.n_problems, a.seed) for f, t in tasks.items()}
+    harnesses = {(h, f): (load_harness("minimal") if h == "minimal" else zoo_build(h, tasks[f], a.seed))
+                 for h in a.harnesses for f in a.families}
+    jobs = [(h, f, p) for (h, f) in harnesses for p in problems[f]]
+    random.Random(a.seed).shuffle(jobs)
+    budgets = Budgets(timeout_s=a.timeout, max_calls=16, max_tokens=8192)
+    solver = load_model(spec, cache=False)
+    sampler = GpuSampler(1.0).start()
+    done: list[dict[str, Any]] = []
+    t_open = time.time()
+    async with SolverRuntime(solver, config=ExecutorConfig(isolation=a.isolation), concurrency=a.concurrency,
+                             verbose=True) as rt:
+        assert rt.executor is not None
+        opened_s = time.time() - t_open
+        log(f"runtime open in {opened_s:.1f} s ({rt.timings}); {len(jobs)} distinct runs, cycling")
+        t_start = time.time()
+        t_warm, t_end = t_start + a.warmup, t_start + a.warmup + a.minutes * 60
+        stats0: dict[str, Any] = {}
+        next_job = iter(range(10**9))
+
+        async def lane() -> None:
+            while time.time() < t_end:
+                h, f, p = jobs[next(next_job) % len(jobs)]
+                t0 = time.time()
+                recs = await rt.executor.run(harnesses[h, f].source, [p], task_tools(tasks[f]), budgets,  # type: ignore[union-attr]
+                                             settle=False)
+                res = score_records(tasks[f], [p], recs)[0]
+                done.append({"harness": h, "family": f, "t0": t0, "t1": time.time(), "status": res.status,
+                             "score": res.score, "calls": [(c.latency_s, c.completion_tokens, c.prompt_tokens)
+                                                           for c in recs[0].calls if c.kind == "model"]})
+
+        async def snapshot() -> None:
+            await asyncio.sleep(max(0.0, t_warm - time.time()))
+            stats0.update(solver.stats())
+            log(f"warm-up over ({len(done)} runs done); measuring for {a.minutes:g} min")
+            while time.time() < t_end:
+                await asyncio.sleep(min(30.0, max(0.0, t_end - time.time())))
+                window = [r for r in done if r["t1"] >= t_warm]
+                log(f"{len(window)} runs measured, {len(done)} in all")
+
+        lanes = [asyncio.ensure_future(lane()) for _ in range(a.concurrency)]
+        await snapshot()
+        stats1 = solver.stats()
+        t_stop = time.time()
+        _, pending = await asyncio.wait(lanes, timeout=a.drain)
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        log(f"stopped: {len(pending)} runs in flight cancelled after a {a.drain:g} s drain")
+    sampler.stop()
+    span = t_stop - t_warm
+    window = [r for r in done if t_warm <= r["t1"] <= t_stop]
+    lat = [c[0] for r in window for c in r["calls"]]
+    gen = stats1.get("completion_tokens", 0) - stats0.get("completion_tokens", 0)
+    calls = stats1.get("calls", 0) - stats0.get("calls", 0)
+    prompt = stats1.get("prompt_tokens", 0) - stats0.get("prompt_tokens", 0)
+    by_h: dict[str, Any] = {}
+    for h in a.harnesses:
+        rs = [r for r in done if r["harness"] == h and r["score"] is not None]
+        by_h[h] = {"runs": len(rs), "mean_score": round(statistics.fmean(r["score"] for r in rs), 3) if rs else None,
+                   "ok": sum(r["status"] == "ok" for r in rs)}
+    statuses: dict[str, int] = {}
+    for r in window:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    return {
+        "solver_tokens_per_s": round(gen / span, 1), "prompt_tokens_per_s": round(prompt / span, 1),
+        "solver_calls_per_s": round(calls / span, 2),
+        **sampler.busy(t_warm, t_stop),
+        "call_latency_p50_s": pct(lat, 0.5), "call_latency_p95_s": pct(lat, 0.95),
+        "harness_runs_per_min": round(len(window) / span * 60, 1),
+        "runs_measured": len(window), "runs_total": len(done), "statuses": statuses,
+        "measured_s": round(span, 1), "warmup_s": a.warmup, "runtime_open_s": round(opened_s, 1),
+        "solver_calls_measured": calls, "generated_tokens_measured": gen,
+        "by_harness": by_h,
+    }
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for mod in ("torch", "transformers", "vllm"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - absent engines are simply not listed
+            pass
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engine", choices=sorted(ENGINES), help="engine for --model (a transformers folder)")
+    p.add_argument("--model", help="transformers folder of the solver (Qwen2.5-Coder-1.5B-Instruct)")
+    p.add_argument("--model-name", default="qwen2.5-coder-1.5b-instruct", help="how the model is named in the results")
+    p.add_argument("--solver", help="any solver spec instead of --engine/--model (dry runs)")
+    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--warmup", type=float, default=20.0, help="seconds before measuring starts")
+    p.add_argument("--drain", type=float, default=20.0, help="seconds to let runs in flight finish at the end")
+    p.add_argument("--concurrency", type=int, default=192, help="harness runs in flight")
+    p.add_argument("--families", type=lambda s: s.split(","), default=list(FAMILIES))
+    p.add_argument("--harnesses", type=lambda s: s.split(","), default=list(HARNESSES))
+    p.add_argument("--n-problems", type=int, default=48, help="test-split problems per family (cycled)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=60.0, help="solve() limit, not counting model waits")
+    p.add_argument("--isolation", default="auto")
+    p.add_argument("--log-dir", default="/tmp", help="where an engine's server writes its log")
+    p.add_argument("--label", default="", help="tells apart runs of one engine, model and device (kept side by side)")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "gpu_eval.json"))
+    a = p.parse_args(argv)
+    if a.solver:
+        spec, engine = a.solver, a.solver.partition(":")[0]
+    elif a.engine and a.model:
+        spec, engine = ENGINES[a.engine].format(model=a.model, log=f"{a.log_dir}/vllm-server.log"), a.engine
+    else:
+        p.error("give --engine and --model, or --solver")
+    log(f"engine {engine}: {spec}")
+    t0 = time.time()
+    figures = asyncio.run(measure(a, spec))
+    run = {"engine": engine, "label": a.label, "model": a.model_name if not a.solver else a.solver, "device": device_name(),
+           "solver_spec": spec, "concurrency": a.concurrency, "minutes": a.minutes, "families": a.families,
+           "harnesses": a.harnesses, "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+           "versions": versions(), **figures, "wall_s": round(time.time() - t0, 1)}
+    out = Path(a.out)
+    runs = json.loads(out.read_text()) if out.is_file() else []
+    key = ("engine", "model", "device", "label")
+    runs = [r for r in runs if tuple(r.get(k, "") for k in key) != tuple(run[k] for k in key)]
+    atomic_write_text(out, json.dumps([*runs, run], indent=1) + "\n")
+    keys = ("solver_tokens_per_s", "solver_calls_per_s", "gpu_busy_fraction", "call_latency_p50_s",
+            "call_latency_p95_s", "harness_runs_per_min")
+    log("result: " + ", ".join(f"{k} {run[k]}" for k in keys) + f" -> {out}")
+    print(json.dumps(run))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The transfer experiment's driver: runs the stages in order, each at most once (unless forced), and
+records each stage's outcome in ``WORK/ret/status.json`` as it goes; ``collect`` packs ``WORK/ret``
+into a folder that fits the device tool's return path (at most 8 files of 15 MiB: small files in one
+tarball, each adapter as a tar cut in parts) and ``restore`` unpacks such a folder on a fresh machine,
+so that a run continues across device stretches and sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.transfer import stages
+from harnesslearn.transfer.settings import TransferSettings
+
+PART = 15 * 1024 * 1024  # files back through $OUT are cut into parts of this size
+ADAPTERS = ("sft_adapter", "rl_adapter")
+
+
+def _log(msg: str) -> None:
+    print(f"[transfer {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _free_gpu() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def run(s: TransferSettings) -> dict[str, Any]:
+    """Run ``s.stages`` (skipping those already done); returns the status dict (also on disk)."""
+    work = Path(s.work)
+    ret = work / "ret"
+    ret.mkdir(parents=True, exist_ok=True)
+    status_path = ret / "status.json"
+    status: dict[str, Any] = json.loads(status_path.read_text()) if status_path.is_file() else {}
+    t0 = time.time()
+    stages.write_json(ret / "settings.json", s.as_dict())
+
+    def mark(stage: str, **info: Any) -> None:
+        status[stage] = {**info, "t": round(time.time() - t0, 1)}
+        stages.write_json(status_path, status)
+
+    for name in s.stages:
+        if status.get(name, {}).get("state") == "done" and not s.force:
+            _log(f"{name}: done earlier, skipped")
+            continue
+        mark(name, state="running")
+        _log(f"{name}: started")
+        t = time.time()
+        try:
+            if name == "sftdata":
+                info = asyncio.run(stages.sftdata(s, ret))
+            elif name == "sft":
+                info = stages.sft(s, ret, work)
+            elif name == "grpo":
+                info = stages.grpo(s, ret, work)
+            else:
+                info = asyncio.run(stages.evaluate_arms(s, ret, work))
+        except Exception:  # noqa: BLE001 - a failed stage is recorded and the next one still runs
+            info = {"state": "failed", "error": traceback.format_exc()[-3000:]}
+        info["seconds"] = round(time.time() - t, 1)
+        mark(name, **info)
+        _log(f"{name}: {info['state']} {({k: v for k, v in info.items() if k not in ('state', 'error')})}")
+        if info["state"] == "failed":
+            _log(info["error"])
+        _free_gpu()
+    mark("all", state="done", stages=list(s.stages))
+    return status
+
+
+def collect(work: str | Path, out: str | Path, *, adapters: bool = True) -> list[str]:
+    """WORK/ret -> OUT: ``results.tgz`` (every file of ret, and WORK/log.txt) plus each adapter as
+    ``NAME.tar.NN`` parts."""
+    ret, dst = Path(work) / "ret", Path(out)
+    dst.mkdir(parents=True, exist_ok=True)
+    if not ret.is_dir():
+        return []
+    with tarfile.open(dst / "results.tgz", "w:gz") as tf:
+        for p in sorted(ret.iterdir()):
+            if p.is_file():
+                tf.add(p, arcname=p.name)
+        for extra in ("log.txt",):
+            if (Path(work) / extra).is_file():
+                tf.add(Path(work) / extra, arcname=extra)
+    for ad in ADAPTERS if adapters else ():
+        d = ret / ad
+        if not d.is_dir():
+            continue
+        tar = Path(work) / f"{ad}.tar"
+        with tarfile.open(tar, "w") as tf:
+            tf.add(d, arcname=ad)
+        data = tar.read_bytes()
+        for k in range(0, len(data), PART):
+            (dst / f"{ad}.tar.{k // PART:02d}").write_bytes(data[k:k + PART])
+    return sorted(p.name for p in dst.iterdir())
+
+
+def restore(work: str | Path, src: str | Path) -> list[str]:
+    """A folder written by ``collect`` -> WORK/ret (the resume path on a fresh machine)."""
+    ret, src = Path(work) / "ret", Path(src)
+    ret.mkdir(parents=True, exist_ok=True)
+    if (src / "results.tgz").is_file():
+        with tarfile.open(src / "results.tgz") as tf:
+            tf.extractall(ret, filter="data")
+    for ad in ADAPTERS:
+        parts = sorted(src.glob(f"{ad}.tar.*"))
+        if parts:
+            tar = Path(work) / f"{ad}.tar"
+            tar.write_bytes(b"".join(p.read_bytes() for p in parts))
+            with tarfile.open(tar) as tf:
+                tf.extractall(ret, filter="data")
+    return sorted(p.name for p in ret.iterdir())

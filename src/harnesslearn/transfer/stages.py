@@ -1,0 +1,321 @@
+"""The four stages of the transfer experiment, each reading and writing files under ``ret`` (the folder
+that comes back from the GPU machine) and each stopping at its deadline with what finished:
+
+    sftdata  zoo revisions + best-of-N self samples on paper-train contexts, kept on a strict gain
+             -> ret/sft.jsonl (a line per kept row, as each context finishes), ret/sftdata.json
+    sft      LoRA SFT (TRL) on ret/sft.jsonl -> ret/sft_adapter/, ret/sft.json
+    grpo     GRPO with the exact reward (training.grpo.run_grpo, chat form, rewrite prefill), from the
+             SFT adapter -> ret/rl_adapter/, ret/grpo.json, ret/rollouts.jsonl
+    eval     one revision of the minimal seed per unseen family by each proposer arm (base, sft, rl)
+             and the best zoo harness by score split -> ret/eval_rows.jsonl (a line per finished row)
+
+Each stage returns a dict for ``status.json``: its state (``done``, ``partial`` when its deadline
+cut it short, ``skipped`` with a reason) and its counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import UserError
+from harnesslearn.models.base import ModelBackend
+from harnesslearn.runtime import SolverRuntime
+from harnesslearn.sandbox.records import Budgets
+from harnesslearn.transfer.deadline import deadline_callback, run_until
+from harnesslearn.transfer.settings import TransferSettings
+
+SOLVER_NAME = "qwen2.5-coder-1.5b-instruct"
+
+
+# ----------------------------------------------------------------------------- files
+def write_json(path: Path, obj: Any) -> None:
+    from harnesslearn.fsutil import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1, default=str) + "\n")
+
+
+def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# ----------------------------------------------------------------------------- engines
+def solver_backend(s: TransferSettings, *, lora: dict[str, str] | None = None, memory: float = 0.85,
+                   log: str = "vllm") -> ModelBackend:
+    """The solver of a stage: ``s.solver`` if given, else the model on the engine (vLLM serves LoRA
+    adapters by name beside it; its share of GPU memory is ``memory``)."""
+    from harnesslearn.models import load_model
+
+    if s.solver:
+        return load_model(s.solver)
+    if s.engine == "vllm":
+        return load_model(f"vllm:{s.model}", gpu_memory_utilization=memory, max_num_seqs=512,
+                          lora=",".join(f"{k}={v}" for k, v in (lora or {}).items()) or None,
+                          log=str(Path(s.work) / f"{log}.log"))
+    return load_model(f"hf:{s.model}", max_batch=256)
+
+
+def renderer(s: TransferSettings) -> Any:
+    """messages -> the prompt text the proposer continues: the model's own chat template."""
+    from transformers import AutoTokenizer
+
+    from harnesslearn.training.model_io import chat_text
+
+    tok = AutoTokenizer.from_pretrained(s.model)
+    return lambda m: chat_text(tok, m)
+
+
+def budgets(s: TransferSettings) -> Budgets:
+    return Budgets(timeout_s=s.timeout, max_calls=16, max_tokens=8192)
+
+
+def runtime(s: TransferSettings, solver: ModelBackend) -> SolverRuntime:
+    from harnesslearn.sandbox import ExecutorConfig
+
+    return SolverRuntime(solver, config=ExecutorConfig(isolation=s.isolation), concurrency=s.concurrency, verbose=True)
+
+
+def _state(counts: Any) -> str:
+    return "partial" if counts.partial else "done"
+
+
+# ----------------------------------------------------------------------------- sftdata
+async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
+    from harnesslearn.harness import load_harness
+    from harnesslearn.seeding import child_seed
+    from harnesslearn.tasks import load_task
+    from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows, summarise_rows
+
+    t0 = time.time()
+    render = renderer(s)
+    seed_h = load_harness("minimal")
+    settings = ZooSFTSettings(n_feedback=s.n_feedback, n_score=s.n_score_sft, samples=s.self_samples,
+                              budgets=budgets(s), max_tokens=s.max_tokens,
+                              labels={"solver": s.solver or SOLVER_NAME, "proposer": s.model})
+    tasks = {f: load_task(f"rg:{f}") for f in s.families_train}
+    jobs = [(f, child_seed(s.seed, fi * 1000 + c)) for c in range(s.contexts_sft)
+            for fi, f in enumerate(s.families_train)]
+    out = ret / "sft.jsonl"
+    out.unlink(missing_ok=True)
+    counts: Counter[str] = Counter()
+    kept: list[dict[str, Any]] = []
+    async with runtime(s, solver_backend(s, log="vllm-sftdata")) as rt:
+        proposer = rt.solver  # the untrained proposer is the solver model itself
+
+        async def one(job: tuple[str, int]) -> Any:
+            f, pseed = job
+            return await context_rows(tasks[f], seed_h, pseed, rt.executor, render, settings, proposer=proposer)
+
+        def done(job: Any, r: Any) -> None:
+            rows, c = r
+            counts.update(c)
+            kept.extend(rows)
+            append_jsonl(out, rows)
+
+        n = await run_until(jobs, t0 + s.minutes_sftdata * 60, one, done, label="sftdata")
+    summary = summarise_rows(kept, counts, n.finished)
+    summary.update(seconds=round(time.time() - t0, 1), n_score=s.n_score_sft, self_samples=s.self_samples,
+                   families=list(s.families_train), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict())
+    write_json(ret / "sftdata.json", summary)
+    return {"state": _state(n), **n.as_dict(), "kept": summary["kept"]}
+
+
+# ----------------------------------------------------------------------------- sft
+def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
+    from harnesslearn.training.config import SFTTrainConfig
+    from harnesslearn.training.sft import run_sft
+
+    data = ret / "sft.jsonl"
+    if not read_jsonl(data):
+        return {"state": "skipped", "reason": "the sftdata stage kept no rows"}
+    t0 = time.time()
+    cfg = SFTTrainConfig(model=s.model, data=str(data), output_dir=str(work / "sft"), learning_rate=s.lr_sft,
+                         epochs=s.epochs_sft, micro_batch=2, grad_accum=4, max_length=s.max_length_sft, bf16=not s.cpu,
+                         use_cpu=s.cpu, report_to="none", save_steps=10**6, lora_r=s.lora_r, lora_alpha=2 * s.lora_r,
+                         target_modules=s.targets.split(","))
+    stop = deadline_callback(t0 + s.minutes_sft * 60)
+    res = run_sft(cfg, callbacks=[stop])
+    shutil.rmtree(ret / "sft_adapter", ignore_errors=True)
+    shutil.copytree(res["adapter"], ret / "sft_adapter")
+    res.update(seconds=round(time.time() - t0, 1), stopped_at_deadline=stop.stopped, step_seconds=stop.steps)
+    write_json(ret / "sft.json", res)
+    return {"state": "partial" if stop.stopped else "done", "steps": res["steps"], "examples": res["examples"]}
+
+
+# ----------------------------------------------------------------------------- grpo
+def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
+    from harnesslearn.training.config import GRPOTrainConfig
+    from harnesslearn.training.grpo import GRPOHooks, run_grpo
+
+    t0 = time.time()
+    stop = deadline_callback(t0 + s.minutes_grpo * 60)
+
+    class Hooks(GRPOHooks):
+        def on_start(self, run: Any) -> None:
+            run.trainer.add_callback(stop)
+
+    adapter = ret / "sft_adapter" if (ret / "sft_adapter").is_dir() and not s.grpo_from_base else None
+    solver = s.solver or (f"vllm:{s.model}?gpu_memory_utilization={s.solver_memory}&max_num_seqs=512"
+                          if s.engine == "vllm" else f"hf:{s.model}?max_batch=256")
+    cfg = GRPOTrainConfig(
+        solver=solver, families=list(s.families_train), n_feedback=s.n_feedback, n_score=s.n_score_grpo, n_traces=3,
+        timeout_s=s.timeout, max_calls=16, max_tokens_per_problem=8192, isolation=s.isolation,
+        concurrency=s.concurrency, seed=s.seed + 7, run_dir=str(work / "grpo_run"), model=s.model,
+        adapter=str(adapter) if adapter else None, output_dir=str(work / "grpo"), learning_rate=s.lr_grpo,
+        max_steps=s.max_steps_grpo, micro_batch=s.micro_batch, save_steps=10**6, report_to="none", bf16=not s.cpu,
+        use_cpu=s.cpu, lora_r=s.lora_r, lora_alpha=2 * s.lora_r, target_modules=s.targets.split(","),
+        num_generations=s.num_generations, contexts_per_update=s.contexts_per_update,
+        contexts_per_epoch=s.contexts_per_update * s.max_steps_grpo, max_completion_length=s.max_tokens,
+        temperature=1.0, beta=0.0, prime="rewrite", form="chat", rollouts=str(ret / "rollouts.jsonl"))
+    res = run_grpo(cfg, hooks=Hooks())
+    res.update(seconds=round(time.time() - t0, 1), step_seconds=stop.steps, stopped_at_deadline=stop.stopped,
+               start="sft_adapter" if adapter else "base", learning_rate=s.lr_grpo,
+               contexts_per_update=s.contexts_per_update, num_generations=s.num_generations, n_score=s.n_score_grpo)
+    write_json(ret / "grpo.json", res)
+    shutil.rmtree(ret / "rl_adapter", ignore_errors=True)
+    shutil.copytree(res["adapter"], ret / "rl_adapter")
+    return {"state": "partial" if stop.stopped else "done", "steps": res["steps"], "contexts": res["contexts"],
+            "start": res["start"]}
+
+
+# ----------------------------------------------------------------------------- eval
+def merge(model_dir: str, adapter: Path, dst: Path) -> str:
+    """The base model with a LoRA adapter merged in (the in-process engine's way to serve it)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (dst / "config.json").is_file():
+        return str(dst)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    PeftModel.from_pretrained(base, str(adapter)).merge_and_unload().save_pretrained(str(dst))
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(str(dst))
+    return str(dst)
+
+
+async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Path) -> dict[str, ModelBackend | None]:
+    """Each arm's proposer backend (None for the zoo arm); arms whose adapter is missing are left out.
+    On vLLM the adapters are served by name by the solver's own server; in process they are merged."""
+    from harnesslearn.models import load_model
+
+    arms: dict[str, ModelBackend | None] = {}
+    for arm in s.arms:
+        if arm == "zoo":
+            arms[arm] = None
+        elif arm != "base" and not (ret / f"{arm}_adapter").is_dir():
+            print(f"[transfer] eval: no {arm}_adapter, arm {arm} left out", file=sys.stderr, flush=True)
+        elif s.engine == "vllm" and not s.solver:
+            arms[arm] = rt.solver if arm == "base" else load_model(f"openai:{arm}", base_url=rt.base_url, prefill=True,
+                                                                    timeout=300.0)
+        elif arm == "base":
+            arms[arm] = rt.solver if not s.solver else load_model(f"hf:{s.model}", max_batch=128)
+        else:
+            path = await asyncio.to_thread(merge, s.model, ret / f"{arm}_adapter", work / f"merged_{arm}")
+            arms[arm] = load_model(f"hf:{path}", max_batch=128, dtype="float32")
+    return arms
+
+
+async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
+    from harnesslearn import zoo
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.evaluation import evaluate, improves
+    from harnesslearn.harness import Harness, load_harness
+    from harnesslearn.proposer import build_messages, candidate_seed, sample_one
+    from harnesslearn.tasks import load_task
+
+    t0 = time.time()
+    seed_h = load_harness("minimal")
+    b = budgets(s)
+    lora: dict[str, str] = {a: str(ret / f"{a}_adapter") for a in ("sft", "rl")
+                            if a in s.arms and (ret / f"{a}_adapter").is_dir()}
+    rows_path = ret / "eval_rows.jsonl"
+    have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
+    async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
+        arms = await proposers(s, rt, ret, work)
+        ex = rt.executor
+        assert ex is not None
+        seeds: dict[str, Any] = {}
+        locks: dict[str, asyncio.Lock] = {}
+
+        async def seed_evals(fam: str) -> Any:
+            async with locks.setdefault(fam, asyncio.Lock()):
+                if fam not in seeds:
+                    task = load_task(f"rg:{fam}")
+                    evs = await asyncio.gather(*(evaluate(seed_h, task, sp, n, s.eval_seed, ex, b,
+                                                          progress=False)
+                                                 for sp, n in (("feedback", s.n_feedback), ("score", s.n_score_eval),
+                                                               ("test", s.n_test_eval))))
+                    seeds[fam] = (task, *evs)
+            return seeds[fam]
+
+        def scores(ev: Any) -> list[float]:
+            return [p.score for p in ev.problems if p.score is not None]
+
+        async def one(job: tuple[str, str]) -> dict[str, Any]:
+            arm, fam = job
+            t = time.time()
+            task, fb, sc, te = await seed_evals(fam)
+            row: dict[str, Any] = {"arm": arm, "family": fam, "solver": s.solver or SOLVER_NAME,
+                                   "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.k,
+                                   "n_score": s.n_score_eval, "n_test": s.n_test_eval, "eval_seed": s.eval_seed,
+                                   "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": scores(te)}
+            cands: list[tuple[str, Harness]] = []
+            if arm == "zoo":
+                cands = [(name, zoo.build(name, task, s.eval_seed)) for name in zoo.names(task)]
+                row.update(proposals=len(cands), valid=len(cands))
+            else:
+                proposer = arms[arm]
+                assert proposer is not None
+                msgs = build_messages(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed, prime="rewrite")
+                outs = await asyncio.gather(*(sample_one(proposer, msgs, temperature=0.8, max_tokens=s.max_tokens,
+                                                         seed=candidate_seed(s.eval_seed, 0, i)) for i in range(s.k)))
+                eds = [apply_proposal(seed_h.source, text) for text, _, _ in outs]
+                reasons: Counter[str] = Counter(str(e.reason) for e in eds if not e.valid)
+                cands = [(f"p{i}", Harness(e.source, parent_id=seed_h.id)) for i, e in enumerate(eds)
+                         if e.valid and e.source is not None]
+                row.update(proposals=len(eds), parsed=sum(e.parsed for e in eds), valid=len(cands),
+                           invalid_reasons=dict(reasons), uses_python=sum("model.python" in h.source for _, h in cands),
+                           proposal_texts=[o[0][-3000:] for o in outs])
+            evs = await asyncio.gather(*(evaluate(h, task, "score", s.n_score_eval, s.eval_seed, ex, b,
+                                                  progress=False) for _, h in cands))
+            row["candidate_score_J"] = {name: ev.J for (name, _), ev in zip(cands, evs, strict=True)}
+            best: tuple[str, Harness, float] | None = None
+            ref = None if arm == "zoo" else sc.J  # the zoo row is the best zoo harness, whatever the seed scored
+            for (name, h), ev in zip(cands, evs, strict=True):
+                if ev.J is not None and improves(ev.J, ref if best is None else best[2]):
+                    best = (name, h, ev.J)
+            if best is None:
+                row.update(picked="seed", score_J=sc.J, test_J=te.J, after_scores=scores(te), improved=False)
+            else:
+                tev = await evaluate(best[1], task, "test", s.n_test_eval, s.eval_seed, ex, b, progress=False)
+                row.update(picked=best[0], score_J=best[2], test_J=tev.J, after_scores=scores(tev), improved=True,
+                           picked_source=best[1].source)
+            row["wall_s"] = round(time.time() - t, 1)
+            return row
+
+        jobs = [(arm, fam) for fam in s.families_eval for arm in arms if (arm, fam) not in have]
+        try:
+            n = await run_until(jobs, t0 + s.minutes_eval * 60, one, lambda j, r: append_jsonl(rows_path, [r]),
+                                label="eval")
+        finally:
+            for backend in arms.values():
+                if backend is not None and backend is not rt.solver:
+                    await backend.aclose()
+    if not arms:
+        raise UserError("eval: no proposer arm could be built")
+    return {"state": _state(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}

@@ -1,0 +1,36 @@
+"""benchmarks/gpu_eval.py on the CPU with a rule-based solver: the code path of the GPU benchmark (the
+solver runtime, sandboxed zoo harnesses, the figures it writes), without GPU figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = ("engine", "model", "device", "solver_tokens_per_s", "solver_calls_per_s", "gpu_busy_fraction",
+          "call_latency_p50_s", "call_latency_p95_s", "harness_runs_per_min")
+
+
+def bench(out: Path, label: str) -> dict:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_eval.py"), "--solver",
+           f"python:{ROOT / 'tests' / 'zoo_solver.py'}:six", "--minutes", "0.1", "--warmup", "2", "--drain", "5",
+           "--concurrency", "4", "--families", "gcd,basic_arithmetic", "--harnesses", "minimal,interpreter_loop",
+           "--n-problems", "4", "--label", label, "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def test_gpu_eval_writes_every_figure_and_keeps_runs_of_other_labels(tmp_path: Path) -> None:
+    out = tmp_path / "gpu_eval.json"
+    run = bench(out, "a")
+    assert all(k in run for k in FIELDS)
+    assert run["device"] == "cpu" and run["gpu_busy_fraction"] is None  # no GPU here: said, not invented
+    assert run["runs_measured"] > 0 and run["solver_calls_per_s"] > 0 and run["call_latency_p50_s"] is not None
+    assert set(run["by_harness"]) == {"minimal", "interpreter_loop"}
+    assert run["statuses"].get("ok", 0) == run["runs_measured"]
+    bench(out, "b")
+    bench(out, "a")  # replaces the first "a", keeps "b"
+    assert sorted(r["label"] for r in json.loads(out.read_text())) == ["a", "b"]

@@ -1,0 +1,117 @@
+"""The transfer experiment's pipeline (``harnesslearn.transfer``): hard deadlines, and the GPU pipeline
+run end to end on the CPU through the same code (the solver runtime, the sandbox, the hf: engine with
+its response cache, TRL + PEFT) as ``experiments/qwen12.py smoke``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harnesslearn.errors import UserError
+from harnesslearn.transfer import TransferSettings, collect, restore
+from harnesslearn.transfer.deadline import run_until
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_run_until_keeps_what_finished_and_cancels_the_rest_at_the_deadline() -> None:
+    done: list[int] = []
+    cancelled: list[int] = []
+
+    async def job(i: int) -> int:
+        try:
+            await asyncio.sleep(0.05 if i < 3 else 30)
+        except asyncio.CancelledError:
+            cancelled.append(i)
+            raise
+        return i
+
+    async def main() -> object:
+        t0 = time.time()
+        counts = await run_until(list(range(8)), t0 + 0.5, job, lambda j, r: done.append(r), concurrency=5)
+        assert time.time() - t0 < 2.0  # the deadline holds: nothing waits for the 30 s jobs
+        return counts
+
+    counts = asyncio.run(main())
+    assert sorted(done) == [0, 1, 2]
+    assert counts.as_dict() == {"jobs": 8, "finished": 3, "failed": 0, "cancelled": 5, "not_started": 0}
+    assert counts.partial and sorted(cancelled) == [3, 4, 5, 6, 7]
+
+
+def test_run_until_counts_failures_and_jobs_it_never_started() -> None:
+    async def job(i: int) -> int:
+        if i == 1:
+            raise ValueError("bad job")
+        await asyncio.sleep(0.3)
+        return i
+
+    async def main() -> object:
+        return await run_until(list(range(6)), time.time() + 0.45, job, lambda j, r: None, concurrency=2)
+
+    c = asyncio.run(main()).as_dict()  # type: ignore[attr-defined]
+    # 0 and 1 start; 1 fails at once and 2 starts; 0 and 2 end at 0.3 s and 3, 4 start; at 0.45 s 3 and 4
+    # are cut and 5 never started
+    assert c == {"jobs": 6, "finished": 2, "failed": 1, "cancelled": 2, "not_started": 1}
+
+
+def test_settings_refuse_unknown_stages_engines_and_arms() -> None:
+    with pytest.raises(UserError, match="unknown stage"):
+        TransferSettings(model="m", stages=("sftdata", "pretrain"))
+    with pytest.raises(UserError, match="engine"):
+        TransferSettings(model="m", engine="tgi")
+    with pytest.raises(UserError, match="arms"):
+        TransferSettings(model="m", arms=("base", "teacher"))
+
+
+@pytest.mark.slow
+def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    env = {**os.environ, "HARNESSLEARN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, str(ROOT / "experiments" / "qwen12.py"), "smoke", "--work", str(tmp_path / "w")]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    status = json.loads(p.stdout)
+    assert {k: v["state"] for k, v in status.items()} == {
+        "sftdata": "done", "sft": "done", "grpo": "done", "eval": "done", "all": "done"}, status
+    ret = tmp_path / "w" / "ret"
+    assert status["sftdata"]["kept"] >= 1  # the zoo's interpreter loop beat the seed on the score split
+    kept = [json.loads(line) for line in (ret / "sft.jsonl").read_text().splitlines()]
+    assert kept[0]["provenance"]["source"] == "zoo:interpreter_loop"
+    assert (ret / "sft_adapter" / "adapter_model.safetensors").is_file()
+    grpo = json.loads((ret / "grpo.json").read_text())
+    assert grpo["steps"] == 1 and grpo["start"] == "sft_adapter" and (ret / "rl_adapter").is_dir()
+    rows = [json.loads(line) for line in (ret / "eval_rows.jsonl").read_text().splitlines()]
+    assert sorted(r["arm"] for r in rows) == ["base", "rl", "sft", "zoo"]
+    zoo = next(r for r in rows if r["arm"] == "zoo")
+    assert zoo["picked"] == "interpreter_loop" and zoo["test_J"] == 1.0 and zoo["seed_test_J"] == 0.0
+    assert all(r["proposals"] == 1 and r["solver"] and r["n_test"] == 2 for r in rows if r["arm"] != "zoo")
+    # the proposer's samples went through the hf: engine behind the response cache
+    assert any(f.name == "responses.sqlite" for f in (tmp_path / "cache").iterdir())
+
+    # a second run skips what is done; a forced stage with a spent budget ends partial, with counts
+    def again(*args: str) -> tuple[dict, str]:
+        p = subprocess.run([sys.executable, str(ROOT / "experiments" / "qwen12.py"), "run", "--model",
+                            str(tmp_path / "w" / "model"), "--work", str(tmp_path / "w"), "--engine", "hf", "--solver",
+                            "python:harnesslearn.transfer.smoke:solver", "--families-train", "gcd", "--n-feedback", "2",
+                            *args], capture_output=True, text=True, env=env, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout), p.stderr
+
+    _, err = again("--stages", "eval")
+    assert "eval: done earlier, skipped" in err
+    status, _ = again("--stages", "sftdata", "--force", "--contexts-sft", "3", "--minutes-sftdata", "0.0001")
+    s = status["sftdata"]
+    assert s["state"] == "partial" and s["finished"] == 0 and s["cancelled"] + s["not_started"] == 3, s
+
+    # what comes back from the device, and a fresh machine's restore of it
+    out = collect(tmp_path / "w", tmp_path / "out")
+    assert "results.tgz" in out and "sft_adapter.tar.00" in out and len(out) <= 8
+    names = restore(tmp_path / "again", tmp_path / "out")
+    assert {"status.json", "eval_rows.jsonl", "sft_adapter", "rl_adapter"} <= set(names)
