@@ -33,10 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from harnesslearn.evaluation import task_tools  # noqa: E402
-from harnesslearn.models import GenerateRequest, load_model  # noqa: E402
+from harnesslearn.evaluation import task_tools
+from harnesslearn.models import GenerateRequest, load_model
 
 HARNESS = '''
 def solve(model, question):
@@ -178,7 +176,7 @@ def broker_vs_direct(args: argparse.Namespace) -> dict[str, Any]:
         if url is None and args.fake:
             url = stack.enter_context(fake_server())
         if url is None:
-            from llama_server import llama_server
+            from harnesslearn.models.served import llama_server
 
             url = stack.enter_context(llama_server(ensure_gguf()))
         asyncio.run(bench_direct(url, ["warm up"], 1, 2))

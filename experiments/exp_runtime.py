@@ -1,10 +1,6 @@
-"""Runtime helpers shared by the H200 experiment scripts: import path, the record of the sandbox
-isolation in use, open-file limits, a GPU utilisation sampler and a phase timeline.
-
-The scripts run from the repository root with ``PYTHONPATH=/tmp/site:src`` on the device
-machine (src/ is not pip-installed there); ``ensure_src`` adds ``src/`` when it is missing so
-that ``python3 experiments/h200_grpo.py`` also works without it.
-"""
+"""Runtime helpers shared by the H200 experiment scripts: the record of the sandbox isolation in use,
+open-file limits, a GPU utilisation sampler and a phase timeline. On the device the scripts run with
+``PYTHONPATH=/tmp/site:src`` (experiments/device/env.sh); here the package is installed in .venv."""
 
 from __future__ import annotations
 
@@ -18,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.gpu import GpuSampler as _GpuSampler
+from harnesslearn.sandbox.executor import ISOLATIONS as ISOLATIONS  # the executor's own choices
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = time.time()
@@ -25,14 +22,6 @@ T0 = time.time()
 # isolation levels tried in order, from the requested one down to no sandbox at all
 FALLBACK = {"auto": ["auto", "none"], "bwrap": ["bwrap", "landlock", "none"], "landlock": ["landlock", "none"],
             "none": ["none"]}
-
-
-def ensure_src() -> None:
-    """Put the repository's ``src/`` on ``sys.path`` unless ``harnesslearn`` is importable."""
-    try:
-        import harnesslearn  # noqa: F401
-    except ImportError:
-        sys.path.insert(0, str(ROOT / "src"))
 
 
 def restart_clock() -> None:
@@ -82,9 +71,6 @@ def safe_concurrency(wanted: int, fd_soft: int) -> int:
 
 
 # ---------------------------------------------------------------------- sandbox
-ISOLATIONS = ["auto", "bwrap", "landlock", "none"]  # harnesslearn.sandbox.ExecutorConfig's choices
-
-
 def isolation_record(requested: str, used: str | None, worker_python: str | None) -> dict[str, Any]:
     """What goes into the results about the sandbox: the level asked for, the level the executor's
     preflight settled on (``Executor.isolation``), and the worker interpreter (None: the library's

@@ -41,11 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import exp_runtime as rt  # noqa: E402
 import exp_stats as st  # noqa: E402
-
-rt.ensure_src()
 
 # fast paper-eval families (items generate in about a millisecond; answers are short strings)
 EVAL_FAMILIES = ["basic_arithmetic", "gcd", "base_conversion", "caesar_cipher", "letter_counting",

@@ -34,11 +34,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import exp_runtime as rt  # noqa: E402
 import exp_stats as st  # noqa: E402
 
-rt.ensure_src()
 from harnesslearn.training.grpo import GRPOHooks, GRPORun  # noqa: E402
 
 MAX_FILE = 16 * 2**20 - 64 * 1024  # what comes back from the device: 16 MiB a file (keep a margin)

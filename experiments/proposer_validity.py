@@ -28,16 +28,11 @@ from typing import Any
 
 from harnesslearn.edits import apply_proposal, parse_blocks
 from harnesslearn.evaluation import evaluate
+from harnesslearn.formats import PromptContext, ProposerFormat, resolve
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.models import load_model
-from harnesslearn.proposer import (
-    candidate_seed,
-    make_prompt,
-    prompt_form,
-    resolve_prime,
-    sample_one,
-    template,
-)
+from harnesslearn.proposer import candidate_seed, template
+from harnesslearn.rounds import sample
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import Budgets
 from harnesslearn.tasks import load_task
@@ -51,8 +46,8 @@ def example_replacements() -> set[str]:
     return {b.replace.strip() for b in parse_blocks(template("few_shot")).blocks}
 
 
-async def one_family(family: str, args: argparse.Namespace, solver: Any, proposer: Any, form: str, prime: str,
-                     prefill: bool) -> dict[str, Any]:
+async def one_family(family: str, args: argparse.Namespace, solver: Any, proposer: Any,
+                     fmt: ProposerFormat) -> dict[str, Any]:
     task = load_task(f"rg:{family}")
     seed_h: Harness = load_harness(args.harness)
     budgets = Budgets(timeout_s=120.0)
@@ -61,14 +56,13 @@ async def one_family(family: str, args: argparse.Namespace, solver: Any, propose
         ex = rt.executor
         assert ex is not None
         fb = await evaluate(seed_h, task, "feedback", args.n_feedback, args.seed, ex, budgets=budgets, progress=False)
-        prompt = make_prompt(form, task, seed_h, fb, rng_seed=candidate_seed(args.seed, 1, 0),  # type: ignore[arg-type]
-                             prime=prime, prefill=prefill)
+        prompt = fmt.render(PromptContext(task, seed_h, fb, rng_seed=candidate_seed(args.seed, 1, 0)))
         rows = []
         for i in range(args.samples):
             t0 = time.perf_counter()
-            text, comp, _ = await sample_one(proposer, prompt, temperature=args.temperature, max_tokens=args.max_tokens,
-                                             seed=candidate_seed(args.seed, 1, i),
-                                             rewrite=prime == "rewrite", source=seed_h.source)
+            text, comp, _ = await sample(proposer, fmt, prompt, temperature=args.temperature,
+                                         max_tokens=args.max_tokens, seed=candidate_seed(args.seed, 1, i),
+                                         source=seed_h.source)
             r = apply_proposal(seed_h.source, text)
             blocks = parse_blocks(text).blocks
             row: dict[str, Any] = {
@@ -129,16 +123,14 @@ async def main() -> None:
     args = ap.parse_args()
     solver = load_model(args.solver)
     proposer = solver if args.proposer == args.solver else load_model(args.proposer)
-    form = prompt_form(proposer, args.form)
-    prime = resolve_prime(proposer, form, args.prime)
-    prefill = proposer.continues_assistant() if args.prefill == "auto" else args.prefill == "yes"
+    fmt = resolve(proposer, args.form, args.prime, prefill=None if args.prefill == "auto" else args.prefill == "yes")
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     out: dict[str, Any] = {}
     try:
         for fam in args.families.split(","):
-            results.append(await one_family(fam.strip(), args, solver, proposer, form, prime, prefill))
-            out = {"proposer": args.proposer, "solver": args.solver, "form": form, "prime": prime, "prefill": prefill,
+            results.append(await one_family(fam.strip(), args, solver, proposer, fmt))
+            out = {"proposer": args.proposer, "solver": args.solver, "format": fmt.name,
                    "harness": args.harness, "samples": args.samples, "temperature": args.temperature,
                    "max_tokens": args.max_tokens, "wall_s": round(time.perf_counter() - t0, 1),
                    "summary": summary(results), "families": results}

@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import json
 import sys
-from typing import Any, get_args
+from typing import Any
 
 from harnesslearn.transfer import TransferSettings, collect, restore, run
 from harnesslearn.transfer import smoke as smoke_mod
@@ -35,16 +35,16 @@ def settings_parser(p: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(TransferSettings):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        text = f.metadata.get("help", "")
         if f.name == "model":
-            p.add_argument("--model", required=True, help="transformers folder of the base model")
+            p.add_argument("--model", required=True, help=text)
         elif isinstance(default, bool):
-            p.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default)
+            p.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=text)
         elif isinstance(default, tuple):
             p.add_argument(_flag(f.name), type=lambda s: tuple(x for x in s.split(",") if x), default=default,
-                           help=f"comma-separated (default {','.join(map(str, default)) or 'none'})")
+                           help=f"{text}; comma-separated (default {','.join(map(str, default)) or 'none'})")
         else:
-            typ = type(default) if default is not None else get_args(f.type)[0] if get_args(f.type) else str
-            p.add_argument(_flag(f.name), type=typ, default=default, help=f"(default {default})")
+            p.add_argument(_flag(f.name), type=type(default), default=default, help=f"{text} (default {default})")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import exp_stats as st  # noqa: E402
+import exp_stats as st
 
 ARMS = ["seed", "base", "sft", "rl", "zoo"]
 LABEL = {"seed": "minimal seed (no revision)", "base": "base proposer (untrained 1.5B)", "sft": "SFT proposer",
@@ -91,12 +89,8 @@ def plots(tr: dict[str, Any], grpo: dict[str, Any] | None, out: Path) -> list[st
             ax.bar([x + i * w for x in range(len(fams))], [y if y is not None else 0 for y in ys], w, label=a)
         ax.set_xticks([x + 0.4 - w / 2 for x in range(len(fams))], fams, rotation=60, ha="right", fontsize=8)
         ax.set_ylabel("test J")
-        ax.set_title("Qwen2.5-Coder-1.5B solver: test J per paper-eval family (small-model result)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "per_family.png", dpi=110)
-        plt.close(fig)
-        made.append("per_family.png")
+        made.append(save(fig, ax, out, "per_family.png",
+                         "Qwen2.5-Coder-1.5B solver: test J per paper-eval family (small-model result)"))
     parts = (grpo or {}).get("reward_parts") or []
     if parts:
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -104,13 +98,20 @@ def plots(tr: dict[str, Any], grpo: dict[str, Any] | None, out: Path) -> list[st
         for k in ("reward", "J", "parse_rate", "produce_rate", "completion_rate"):
             ax.plot(xs, [p.get(k) for p in parts], marker="o", label=k)
         ax.set_xlabel("generation batch (update)")
-        ax.set_title("GRPO reward components (batch means)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "reward_curve.png", dpi=110)
-        plt.close(fig)
-        made.append("reward_curve.png")
+        made.append(save(fig, ax, out, "reward_curve.png", "GRPO reward components (batch means)"))
     return made
+
+
+def save(fig: Any, ax: Any, out: Path, name: str, title: str) -> str:
+    """Title, legend, layout; write ``out/name`` and close the figure."""
+    import matplotlib.pyplot as plt
+
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
 
 
 def main(argv: list[str] | None = None) -> None:

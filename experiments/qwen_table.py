@@ -36,10 +36,11 @@ from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import Budgets
 from harnesslearn.store import Store
 from harnesslearn.tasks import load_task
+from harnesslearn.tasks.families import family_set
 
 QA = os.environ.get("HARNESSLEARN_QA_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"))
 # cheap families first (rotten_oranges' long grids took over 20 minutes a run on 2 shared cores)
-PAPER_TRAIN = ["rg:simple_geometry", "rg:maze"]
+PAPER_TRAIN = [f"rg:{f}" for f in ("simple_geometry", "maze") if f in family_set("paper-train")]  # short questions
 PAPER_EVAL = ["rg:basic_arithmetic", "rg:gcd", "rg:word_sorting", "rg:letter_counting"]
 MUSIQUE = f"musique:{QA}/musique_dev_with_paragraphs.jsonl?corpus={QA}/musique_dev200_corpus.jsonl"
 MODEL = "local:qwen2.5-coder-1.5b-instruct"

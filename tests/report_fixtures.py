@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harnesslearn.edits import EditResult
 from harnesslearn.evaluation import Evaluation, ProblemResult
 from harnesslearn.harness import Harness, normalise, seed_source
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
@@ -71,19 +72,15 @@ def full_run(run_dir: Path) -> dict[str, str]:
         _save(st, "sequential", _eval(seed, "test", [0, 1, 0, -1]), 0, "test")
         # round 1: one valid improvement, one invalid proposal
         st.add_harness(h1, run_id="sequential", round=1)
-        st.save_proposal("sequential", 1, 0, parent_id=seed.id, prompt="p", raw="<<<SEARCH ...", parsed=True,
-                         produced=True, valid=True, reason=None, detail=None, n_blocks=1, harness_id=h1.id,
+        st.save_proposal("sequential", 1, 0, parent_id=seed.id, prompt="p", raw="<<<SEARCH ...", edit=EditResult(valid=True, reason=None, detail=None, parsed=True, produced=True, n_blocks=1, source=None, harness_id=h1.id),
                          call=CallRecord("proposer", {"prompt": "p"}, "x", 100, 20, 0.5))
-        st.save_proposal("sequential", 1, 1, parent_id=seed.id, prompt="p", raw=f"garbage {EVIL}", parsed=False,
-                         produced=False, valid=False, reason="no_blocks", detail=f"detail {EVIL}", n_blocks=0,
-                         harness_id=None)
+        st.save_proposal("sequential", 1, 1, parent_id=seed.id, prompt="p", raw=f"garbage {EVIL}", edit=EditResult(valid=False, reason="no_blocks", detail=f"detail {EVIL}", parsed=False, produced=False, n_blocks=0, source=None, harness_id=None))
         _save(st, "sequential", _eval(h1, "score", [1, 0, 1, -1]), 1, "score")
         st.save_round("sequential", 1, parent_id=seed.id, best_harness_id=h1.id, best_score_J=0.5, improved=True,
                       n_proposals=2, n_valid=1, solver_calls=12, tokens=180)
         # round 2: a further improvement
         st.add_harness(h2, run_id="sequential", round=2)
-        st.save_proposal("sequential", 2, 0, parent_id=h1.id, prompt="p", raw=f"edit {EVIL}", parsed=True,
-                         produced=True, valid=True, reason=None, detail=None, n_blocks=1, harness_id=h2.id)
+        st.save_proposal("sequential", 2, 0, parent_id=h1.id, prompt="p", raw=f"edit {EVIL}", edit=EditResult(valid=True, reason=None, detail=None, parsed=True, produced=True, n_blocks=1, source=None, harness_id=h2.id))
         _save(st, "sequential", _eval(h2, "score", [1, 1, 1, 0]), 2, "score")
         st.save_round("sequential", 2, parent_id=h1.id, best_harness_id=h2.id, best_score_J=0.75, improved=True,
                       n_proposals=1, n_valid=1, solver_calls=16, tokens=240)
@@ -104,6 +101,5 @@ def partial_run(run_dir: Path) -> str:
         st.create_run("sequential", {"task": "rg:chain_sum"}, strategy="sequential")
         st.add_harness(seed, run_id="sequential", round=0)
         _save(st, "sequential", _eval(seed, "score", [0, 1]), 0, "score")
-        st.save_proposal("sequential", 1, 0, parent_id=seed.id, prompt="p", raw="nothing", parsed=False,
-                         produced=False, valid=False, reason="no_blocks", detail=None, n_blocks=0, harness_id=None)
+        st.save_proposal("sequential", 1, 0, parent_id=seed.id, prompt="p", raw="nothing", edit=EditResult(valid=False, reason="no_blocks", detail=None, parsed=False, produced=False, n_blocks=0, source=None, harness_id=None))
     return seed.id

@@ -136,14 +136,39 @@ def test_instrument_times_phases_counts_solver_tokens_and_stops_at_the_deadline(
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 2
 
 
-def test_experiments_use_only_the_public_api() -> None:
-    """No experiment script patches a private attribute or imports a private harnesslearn module."""
+def test_experiments_and_benchmarks_are_recipes_over_the_public_api() -> None:
+    """Every harnesslearn name that experiments/ and benchmarks/ import exists, is public (no ``_``
+    module or name) and is not a sandbox internal; none edits sys.path, imports from tests/ or runs SQL
+    on a store itself; none patches a trainer's privates."""
+    import ast
+    import importlib
     import re
 
-    for path in EXP.glob("*.py"):
+    root = EXP.parent
+    files = sorted([*EXP.rglob("*.py"), *(root / "benchmarks").rglob("*.py")])
+    assert len(files) > 15
+    for path in files:
         text = path.read_text()
-        assert not re.search(r"setattr\(\s*trainer|_generate_single_turn|_calculate_rewards", text), path.name
-        assert "harnesslearn.sandbox.launcher" not in text and "harnesslearn.adapt import load_evaluation" not in text
+        where = str(path.relative_to(root))
+        assert not re.search(r"setattr\(\s*trainer|_generate_single_turn|_calculate_rewards", text), where
+        assert "sys.path.insert" not in text and "import sqlite3" not in text, where
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mods, names = [node.module], [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods, names = [a.name for a in node.names], []
+            else:
+                continue
+            for mod in mods:
+                assert mod.split(".")[0] != "tests", f"{where} imports from tests/: {mod}"
+                if mod.split(".")[0] != "harnesslearn":
+                    continue
+                assert not any(part.startswith("_") for part in mod.split(".")), f"{where}: private module {mod}"
+                assert mod not in ("harnesslearn.sandbox.launcher", "harnesslearn.sandbox.worker"), where
+                module = importlib.import_module(mod)
+                for name in names:
+                    assert not name.startswith("_"), f"{where}: private name {mod}.{name}"
+                    assert hasattr(module, name) or importlib.util.find_spec(f"{mod}.{name}"), f"{where}: {mod}.{name}"
 
 
 def test_isolation_record_says_loudly_when_there_is_no_sandbox(capsys: pytest.CaptureFixture[str]) -> None:

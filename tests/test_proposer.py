@@ -9,7 +9,7 @@ from harnesslearn.evaluation import Evaluation, ProblemResult
 from harnesslearn.harness import Harness, runtime_api_doc, seed_source
 from harnesslearn.models import load_model
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
-from harnesslearn.proposer import PRIME, Attempt, as_proposal, build_prompt, candidate_seed, propose
+from harnesslearn.proposer import PRIME, Attempt, as_proposal, build_prompt, candidate_seed
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 
 
@@ -73,10 +73,20 @@ class _Recorder(ModelBackend):
         return Completion([f"seed {request.seed}"])
 
 
+def _propose(m: ModelBackend, prompt: str, k: int, seed: int = 0) -> list[str]:
+    from harnesslearn.formats import PlainSearch
+    from harnesslearn.rounds import revise
+
+    cands = asyncio.run(revise(Harness(seed_source("minimal")), prompt, PlainSearch(), m, k, seed=seed, round=1,
+                               concurrent=False))
+    return [c.proposal for c in cands]
+
+
 def test_propose_seeds_each_candidate() -> None:
     m = _Recorder()
-    out = asyncio.run(propose(m, "P\n" + PRIME, 3, seed=10))
-    assert [r.seed for r in m.requests] == [10, 11, 12] and out[0] == PRIME + "seed 10"
+    out = _propose(m, "P\n" + PRIME, 3, seed=10)
+    assert [r.seed for r in m.requests] == [candidate_seed(10, 1, i) for i in range(3)]  # the one seed rule
+    assert out[0] == PRIME + f"seed {candidate_seed(10, 1, 0)}"
     assert candidate_seed(0, 1, 0) != candidate_seed(0, 1, 1) != candidate_seed(0, 2, 0)
 
 
@@ -84,7 +94,7 @@ def test_propose_through_a_python_model(tmp_path: Any) -> None:
     f = tmp_path / "prop.py"
     f.write_text("def fn(prompt, **kw):\n    return 'x\\n=======\\ny\\n>>>>>>> REPLACE\\n'\n")
     m = load_model(f"python:{f}:fn")
-    out = asyncio.run(propose(m, "P\n" + PRIME, 2))
+    out = _propose(m, "P\n" + PRIME, 2)
     assert out == [PRIME + "x\n=======\ny\n>>>>>>> REPLACE\n"] * 2
 
 
@@ -113,10 +123,11 @@ class _Stopper(ModelBackend):
 
 
 def _rewrite(text: str, tokens: int) -> str:
-    from harnesslearn.proposer import sample_one
+    from harnesslearn.formats import PlainRewrite
+    from harnesslearn.rounds import sample
 
     p = build_prompt(_Task(), Harness(seed_source("minimal")), _feedback(), prime="rewrite")
-    out, _, _ = asyncio.run(sample_one(_Stopper(text, tokens), p, max_tokens=64, rewrite=True))
+    out, _, _ = asyncio.run(sample(_Stopper(text, tokens), PlainRewrite(), p, max_tokens=64))
     return out
 
 
@@ -158,15 +169,16 @@ def test_chat_messages_hold_every_section_and_no_foreign_example() -> None:
 
 def test_chat_rewrite_prime_is_an_open_assistant_turn() -> None:
     from harnesslearn.edits import apply_proposal
-    from harnesslearn.proposer import build_messages, finish_completion, rewrite_tail
+    from harnesslearn.formats import ChatPrefill
+    from harnesslearn.proposer import build_messages, rewrite_tail
 
     h = Harness(seed_source("minimal"))
     msgs = build_messages(_Task(), h, _feedback(), prime="rewrite")
     assert msgs[-1]["role"] == "assistant" and msgs[-1]["content"] == rewrite_tail(h.source)
     body = "    import re\n    return re.sub('x', '', question)\n\nThis edit removes x.\n"
-    r = apply_proposal(h.source, finish_completion(body, msgs, hit_max_tokens=False))
+    r = apply_proposal(h.source, ChatPrefill().decode(body, msgs, hit_max_tokens=False))
     assert r.valid and r.source is not None and "re.sub" in r.source and "This edit" not in r.source
-    assert not apply_proposal(h.source, finish_completion("    return (", msgs, hit_max_tokens=True)).valid
+    assert not apply_proposal(h.source, ChatPrefill().decode("    return (", msgs, hit_max_tokens=True)).valid
 
 
 def test_chat_completion_without_blocks_stays_invalid() -> None:
@@ -211,7 +223,8 @@ def test_chat_without_an_assistant_start_asks_for_the_block_and_otherwise_is_the
 
 def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_block() -> None:
     from harnesslearn.edits import apply_proposal
-    from harnesslearn.proposer import build_messages, finish_completion, template
+    from harnesslearn.formats import ChatFunction
+    from harnesslearn.proposer import build_messages, template
 
     src = seed_source("minimal")
     msgs = build_messages(_Task(), Harness(src), _feedback(), prime="rewrite", prefill=False)
@@ -219,7 +232,7 @@ def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_b
     fn = "def solve(model, question):\n    import re\n    return re.sub('x', '', question)\n"
 
     def finish(text: str, hit: bool = False) -> Any:
-        return apply_proposal(src, finish_completion(text, msgs, hit_max_tokens=hit, rewrite=True, source=src))
+        return apply_proposal(src, ChatFunction().decode(text, msgs, hit_max_tokens=hit, source=src))
 
     r = finish(f"Here is the new function:\n```python\n{fn}```\nIt removes every x.")
     assert r.valid and r.source is not None and "re.sub" in r.source and "removes" not in r.source
@@ -239,3 +252,54 @@ def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_b
     assert r.valid and r.source is not None and "split('```')[0]" in r.source
     # comments around the function are fine
     assert finish(f"```python\n# revised\n{fn}```").valid
+
+
+# ---------------------------------------------------------------- formats (harnesslearn.formats)
+def test_the_format_is_decided_once_from_the_settings_and_the_backend() -> None:
+    from harnesslearn.formats import FORMATS, resolve
+
+    class M(ModelBackend):
+        def __init__(self, chat: bool | None, prefill: bool) -> None:
+            self.chat, self.prefill = chat, prefill
+
+        async def generate(self, request: GenerateRequest) -> Completion:
+            return Completion(["x"])
+
+        def chat_template(self) -> bool | None:
+            return self.chat
+
+        def continues_assistant(self) -> bool:
+            return self.prefill
+
+    assert resolve(M(True, True)).name == "chat-prefill"  # in process: the turn is continued
+    assert resolve(M(True, False)).name == "chat-function"  # a chat API: the rewrite asked in words
+    assert resolve(M(False, True)).name == "plain-search" and resolve(M(None, False)).name == "plain-search"
+    assert resolve(M(True, True), prime="search").name == "chat-blocks"
+    assert resolve(M(False, True), prime="rewrite").name == "plain-rewrite"
+    assert resolve(M(True, True), form="plain", prime="rewrite").name == "plain-rewrite"
+    assert resolve(None, "chat", "rewrite", prefill=True).name == "chat-prefill"  # training: the policy continues
+    assert set(FORMATS) == {"plain-search", "plain-rewrite", "chat-blocks", "chat-prefill", "chat-function"}
+
+
+def test_every_format_writes_a_target_that_its_own_decoding_turns_back_into_the_child() -> None:
+    """target(parent, child) is an SFT completion: decoded in the same format it must make the child."""
+    from harnesslearn import zoo
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.formats import FORMATS, PromptContext
+    from harnesslearn.harness import normalise
+    from harnesslearn.training.zoo_edits import inline_solve
+
+    parent = Harness(seed_source("minimal"))
+    child = zoo.source("interpreter_loop")
+    for name, cls in FORMATS.items():
+        fmt = cls()
+        prompt = fmt.render(PromptContext(_Task(), parent, _feedback()))
+        completion = fmt.target(parent.source, child)
+        r = apply_proposal(parent.source, fmt.decode(completion, prompt, source=parent.source))
+        assert r.valid and r.source is not None, (name, r.reason, r.detail)
+        want = normalise(child) if name in ("plain-search", "chat-blocks") else None
+        # rewrite formats rebuild the child inside solve (helpers inlined); whole blocks give the file itself
+        assert r.source == want if want else "model.python" in r.source and r.source.count("def solve(") == 1, name
+        if want is None:
+            assert normalise(inline_solve(child)).split("def solve(")[1].split("\n")[1:3] == \
+                r.source.split("def solve(")[1].split("\n")[1:3], name

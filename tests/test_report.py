@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from report_fixtures import EVIL, SEED, full_run, partial_run
 
+from harnesslearn.edits import EditResult
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
 from harnesslearn.report import render_report, write_report
@@ -153,8 +154,7 @@ def test_answer_table_harness_is_flagged(tmp_path: Path) -> None:
     h = Harness(table + SEED, parent_id=Harness(SEED).id)
     with Store.open(tmp_path) as st:
         st.add_harness(h, run_id="sequential", round=1)
-        st.save_proposal("sequential", 1, 1, parent_id=Harness(SEED).id, prompt="p", raw="x", parsed=True,
-                         produced=True, valid=True, reason=None, detail=None, n_blocks=1, harness_id=h.id)
+        st.save_proposal("sequential", 1, 1, parent_id=Harness(SEED).id, prompt="p", raw="x", edit=EditResult(valid=True, reason=None, detail=None, parsed=True, produced=True, n_blocks=1, source=None, harness_id=h.id))
     html = write_report(tmp_path).read_text(encoding="utf-8")
     assert "answer table? dict_literal line 1" in html
 

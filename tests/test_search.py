@@ -62,7 +62,7 @@ def test_corpus_file(tmp_path):
     assert index_for_corpus(f).search("domesticated")[0]["title"] == "Cats"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(DOCS[0]) + "\n{nope\n", encoding="utf-8")
-    with pytest.raises(UserError, match=":2:"):
+    with pytest.raises(UserError, match="line 2"):
         read_corpus(bad)
     with pytest.raises(UserError, match="not found"):
         read_corpus(tmp_path / "missing.jsonl")

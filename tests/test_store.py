@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harnesslearn.edits import EditResult
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness, seed_source
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
@@ -122,8 +123,7 @@ def test_proposals_are_keyed_and_record_their_call(tmp_path: Path) -> None:
     s = Store.open(tmp_path)
     s.create_run("r", {})
     kw: dict[str, Any] = dict(
-        parent_id="a", prompt="P", raw="junk", parsed=False, produced=False, valid=False,
-        reason="no_blocks", detail=None, n_blocks=0, harness_id=None,
+        parent_id="a", prompt="P", raw="junk", edit=EditResult(valid=False, reason="no_blocks", detail=None, parsed=False, produced=False, n_blocks=0, source=None, harness_id=None),
     )
     pid = s.save_proposal("r", 1, 0, call=CallRecord("proposer", {"seed": 1}, "junk"), **kw)
     found = s.find_proposal("r", 1, 0)

@@ -31,15 +31,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _realise(env: dict, plans: list[ContextPlan], **kw):
-    from harnesslearn.models import load_model
-    from harnesslearn.sandbox import Executor, ExecutorConfig
+    from harnesslearn.formats import PlainSearch
+    from harnesslearn.runtime import SolverRuntime
     from harnesslearn.training.contexts import realise_contexts
 
     tasks = load_tasks([env["spec"]])
+    fmt = kw.pop("fmt", PlainSearch())
 
     async def go():
-        async with Executor(load_model(env["solver"]), ExecutorConfig(concurrency=2)) as ex:
-            return await realise_contexts(plans, Builder(ex, n_feedback=2, n_score=3, n_traces=1, **kw), tasks)
+        async with SolverRuntime(env["solver"], concurrency=2) as rt:
+            return await realise_contexts(plans, Builder(rt.executor, n_feedback=2, n_score=3, fmt=fmt, n_traces=1,
+                                                         **kw), tasks)
 
     return asyncio.run(go())
 
@@ -92,11 +94,12 @@ def test_unknown_seed_harness_is_a_user_error(tmp_path: Path) -> None:
 
 
 def test_chat_form_context_is_the_rendered_test_time_messages(env: dict) -> None:
-    """form="chat": the context prompt is build_messages(prime="rewrite") through the render
-    function (the policy's chat template at training time), ending with the rewrite prefill, so
-    the reward's finish_completion sees a rewrite prompt."""
+    """The chat-prefill format: the context prompt is build_messages(prime="rewrite") through the render
+    function (the policy's chat template at training time), ending with the rewrite prefill, so the
+    reward's decoding (the same format) completes the body into a block."""
+    from harnesslearn.formats import ChatPrefill
     from harnesslearn.harness import load_harness
-    from harnesslearn.proposer import finish_completion, rewrite_tail
+    from harnesslearn.proposer import rewrite_tail
 
     seen: list = []
 
@@ -104,10 +107,9 @@ def test_chat_form_context_is_the_rendered_test_time_messages(env: dict) -> None
         seen.append(msgs)
         return "<chat>" + "|".join(m["role"] for m in msgs) + "</chat>" + msgs[-1]["content"]
 
-    (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 0)], form="chat", prime="rewrite",
-                      render=render)
+    (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 0)], fmt=ChatPrefill(), render=render)
     assert [m["role"] for m in seen[-1]] == ["system", "user", "assistant"]
     tail = rewrite_tail(load_harness("minimal").source)
     assert tail is not None and ctx.prompt.endswith(tail)
-    proposal = finish_completion("    return '7'\n", ctx.prompt, hit_max_tokens=False)
+    proposal = ChatPrefill().decode("    return '7'\n", ctx.prompt, hit_max_tokens=False)
     assert proposal.startswith(tail) and proposal.rstrip().endswith(">>>>>>> REPLACE")

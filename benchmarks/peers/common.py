@@ -12,6 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harnesslearn.evaluation import clip as _clip
+from harnesslearn.evaluation import improves
+
 SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve")
 LABELS = {
     "hl-sequential": "harnesslearn sequential",
@@ -76,7 +79,7 @@ class BestTracker:
     def record(self, proposer_calls: int, J: float | None, harness_id: str, source: str, n: int) -> bool:
         if n != self.n_score or J is None:
             return False  # a minibatch, not a score-split J
-        if self.best_J is not None and J <= self.best_J:
+        if not improves(J, self.best_J):  # the one rule: strictly better, ties keep the earlier
             return False
         self.best_id, self.best_J = harness_id, J
         self.points.append((proposer_calls, J, harness_id))
@@ -85,11 +88,7 @@ class BestTracker:
 
 
 def clip(x: Any, n: int = MAX_TRACE_CHARS) -> Any:
-    if isinstance(x, str):
-        return x if len(x) <= n else x[: n // 2] + " ... " + x[-n // 2 :]
-    if isinstance(x, list):
-        return [clip(v, n) for v in x[:8]]
-    return x
+    return _clip(x, n)
 
 
 def peer_view(split: str, problems: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -37,11 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(1, str(HERE.parents[1] / "tests"))  # llama_server.py: the real-server helper the tests use
-
-from common import (  # noqa: E402
+from common import (  # this folder is on sys.path: the script's own
     LABELS,
     SYSTEMS,
     BestTracker,
@@ -51,7 +47,10 @@ from common import (  # noqa: E402
     render_table,
     summarise_oe_diff_log,
 )
-from llama_server import llama_server  # noqa: E402
+
+from harnesslearn.models.served import llama_server
+
+HERE = Path(__file__).resolve().parent
 
 PEERS = {"gepa": "gepa==0.1.4", "openevolve": "openevolve==0.4.0"}
 ALIAS = "qwen"
@@ -276,16 +275,13 @@ def _slug(spec: str) -> str:
 def hl_validity(a: dict[str, Any]) -> dict[str, Any]:
     """harnesslearn's proposals: valid under the strict edit rules; of those, how many produced
     the parent itself (an edit whose REPLACE equals its SEARCH is valid and changes nothing)."""
-    import sqlite3
+    from harnesslearn.store import DB_NAME, Store
 
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(a["invalid_reasons"].items()))
     note = f"invalid: {reasons}" if reasons else ""
-    db = Path(a["run_dir"]) / "runs.sqlite"
-    if db.exists():
-        con = sqlite3.connect(db)
-        same = con.execute("select count(*) from proposals where valid = 1 and harness_id = parent_id "
-                           "and run_id = ?", (a["strategy"],)).fetchone()[0]
-        con.close()
+    if (Path(a["run_dir"]) / DB_NAME).exists():
+        with Store.open(a["run_dir"], create=False) as st:
+            same = sum(p.valid and p.harness_id == p.parent_id for p in st.proposals(a["strategy"]))
         if same:
             note = (note + "; " if note else "") + f"{same} valid but identical to the parent"
     return {"proposals": a["proposals"], "valid": a["valid_proposals"], "note": note}

@@ -43,24 +43,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from harnesslearn.edits import apply_proposal
 from harnesslearn.errors import InfraError, UserError
-from harnesslearn.evaluation import Evaluation, evaluate, improves
+from harnesslearn.evaluation import Evaluation, evaluate
+from harnesslearn.formats import PromptContext, ProposerFormat, resolve
 from harnesslearn.harness import Harness, load_harness
-from harnesslearn.models.base import Messages, ModelBackend
-from harnesslearn.proposer import (
-    Attempt,
-    Form,
-    Prime,
-    candidate_seed,
-    make_prompt,
-    prompt_form,
-    resolve_prime,
-    sample_one,
-)
+from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
+from harnesslearn.proposer import Attempt, candidate_seed
+from harnesslearn.rounds import Candidate, ProposalFailed, best_of, revise, select
 from harnesslearn.sandbox.records import Budgets, CallRecord
 from harnesslearn.settings import AdaptSettings
-from harnesslearn.store import DB_NAME, ProposalRow, Store
+from harnesslearn.store import DB_NAME, Store
 from harnesslearn.tasks.base import Task
 from harnesslearn.taxonomy import classify_result
 
@@ -131,18 +123,6 @@ def _log(msg: str) -> None:
     sys.stderr.flush()
 
 
-Candidate = tuple[float | None, int, Harness]  # (score-split J, index in the round, harness)
-
-
-def _pick(cands: list[Candidate]) -> tuple[float | None, Harness] | None:
-    """The candidate with the highest J (the earliest on ties), or None if there is none."""
-    scored = [c for c in cands if c[0] is not None]
-    if not scored:
-        return None
-    J, _, h = min(scored, key=lambda c: (-(c[0] or 0.0), c[1]))
-    return J, h
-
-
 @dataclass
 class Loop:
     """The shared machinery of one run: cached evaluations, cached proposals, cost counters."""
@@ -155,11 +135,11 @@ class Loop:
     evaluate_fn: EvaluateFn
     settings: AdaptSettings
     progress: bool
+    _counted: set[int] = field(default_factory=set)  # evaluations already counted below
     solver_calls: int = 0
     tokens: int = 0
     test_solver_calls: int = 0
     proposer_calls: int = 0
-    _counted: set[int] = field(default_factory=set)
 
     def size(self, split: str) -> int:
         s = self.settings
@@ -197,70 +177,56 @@ class Loop:
         return ev
 
     @cached_property
-    def form(self) -> Form:
-        """The proposer's prompt form (``--proposer-form``; auto: chat for a model with a chat template)."""
-        return prompt_form(self.proposer, self.settings.form)
+    def fmt(self) -> ProposerFormat:
+        """The proposer format, decided once from ``--proposer-form``/``--proposer-prime`` and the
+        backend (``formats.resolve``)."""
+        return resolve(self.proposer, self.settings.form, self.settings.prime)
 
-    @cached_property
-    def prime(self) -> Prime:
-        """Where the prompt ends (``--proposer-prime``; auto: see ``proposer.resolve_prime``)."""
-        return resolve_prime(self.proposer, self.form, self.settings.prime)
-
-    async def proposal(self, round: int, idx: int, parent: Harness, prompt: str | Messages) -> ProposalRow:
-        """Proposal ``idx`` of ``round`` revising ``parent`` (from the store when already made)."""
+    def recall(self, round: int, idx: int) -> str | None:
+        """Proposal ``idx`` of ``round`` as recorded by an earlier (interrupted) invocation."""
         row = self.store.find_proposal(self.run_id, round, idx)
-        if row is not None:
-            self.proposer_calls += 1
-            return row
-        s = candidate_seed(self.settings.seed, round, idx)
-        try:
-            text, comp, req = await sample_one(
-                self.proposer, prompt, temperature=self.settings.temperature, max_tokens=self.settings.max_tokens,
-                seed=s, rewrite=self.prime == "rewrite", source=parent.source,
-            )
-        except InfraError:
-            raise
-        except Exception as e:  # the proposer's backend failed: not a proposal, and nothing to score
-            raise InfraError(
-                f"the proposer {self.proposer.spec} failed on round {round} candidate {idx}: "
-                f"{type(e).__name__}: {e}; nothing was stored for it: fix the cause and rerun with --resume"
-            ) from e
-        self.proposer_calls += 1
-        r = apply_proposal(parent.source, text)
-        if r.valid and r.source is not None:
-            self.store.add_harness(Harness(r.source, parent_id=parent.id, edit=text), run_id=self.run_id, round=round)
-        call = CallRecord("proposer", {"seed": s, "temperature": req.temperature, "max_tokens": req.max_tokens},
+        return None if row is None else row.raw or ""
+
+    def record(self, round: int, parent: Harness, prompt: str | Messages, c: Candidate, comp: Completion,
+               req: GenerateRequest) -> None:
+        """Store a new proposal (and its child harness when the edit is valid)."""
+        if c.harness is not None:
+            self.store.add_harness(c.harness, run_id=self.run_id, round=round)
+        call = CallRecord("proposer", {"seed": req.seed, "temperature": req.temperature, "max_tokens": req.max_tokens},
                           comp.text, comp.prompt_tokens, comp.completion_tokens, comp.latency_s)
-        self.store.save_proposal(
-            self.run_id, round, idx, parent_id=parent.id, prompt=prompt_record(prompt), raw=text, parsed=r.parsed,
-            produced=r.produced, valid=r.valid, reason=None if r.reason is None else str(r.reason),
-            detail=r.detail, n_blocks=r.n_blocks, harness_id=r.harness_id, call=call,
-        )
-        found = self.store.find_proposal(self.run_id, round, idx)
-        assert found is not None
-        return found
+        self.store.save_proposal(self.run_id, round, c.index, parent_id=parent.id, prompt=prompt_record(prompt),
+                                 raw=c.proposal, edit=c.edit, call=call)
 
     async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages,
                          history: list[Attempt]) -> list[Candidate]:
-        """Make (or look up) ``k`` proposals and score the valid ones on the score split."""
-        out: list[Candidate] = []
-        for i in range(k):
-            row = await self.proposal(round, i, parent, prompt)
-            J = None
-            if row.valid and row.harness_id is not None:
-                child = self.store.load_harness(row.harness_id)
-                J = (await self.evaluation(child, "score", round=round)).J
-                out.append((J, i, child))
-            history.append(Attempt(round, i, row.valid, row.reason, parent_J, J, row.raw or ""))
+        """The round (``rounds.revise``): ``k`` proposals (looked up when already made), applied, and
+        the valid ones scored on the score split, in order."""
+        async def score(h: Harness) -> float | None:
+            return (await self.evaluation(h, "score", round=round)).J
+
+        try:
+            cands = await revise(
+                parent, prompt, self.fmt, self.proposer, k, score=score, seed=self.settings.seed, round=round,
+                temperature=self.settings.temperature, max_tokens=self.settings.max_tokens, concurrent=False,
+                recall=lambda i: self.recall(round, i),
+                record=lambda c, comp, req: self.record(round, parent, prompt, c, comp, req))
+        except ProposalFailed as e:  # the proposer's backend failed: not a proposal, and nothing to score
+            raise InfraError(
+                f"the proposer {self.proposer.spec} failed on {e}; nothing was stored for it: fix the cause and "
+                "rerun with --resume") from e
+        self.proposer_calls += k
+        for c in cands:
+            history.append(Attempt(round, c.index, c.edit.valid, None if c.edit.reason is None else str(c.edit.reason),
+                                   parent_J, c.J, c.proposal))
             if self.progress:
-                state = f"J={J:.3f}" if J is not None else ("valid" if row.valid else f"invalid: {row.reason}")
-                _log(f"[adapt {self.run_id}] round {round} candidate {i + 1}/{k}: {state}")
-        return out
+                state = (f"J={c.J:.3f}" if c.J is not None else
+                         "valid" if c.edit.valid else f"invalid: {c.edit.reason}")
+                _log(f"[adapt {self.run_id}] round {round} candidate {c.index + 1}/{k}: {state}")
+        return cands
 
     def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:
-        return make_prompt(self.form, self.task, harness, feedback, history,
-                           rng_seed=candidate_seed(self.settings.seed, round, 0), n_traces=self.settings.n_traces,
-                           prime=self.prime, prefill=self.proposer.continues_assistant())
+        return self.fmt.render(PromptContext(self.task, harness, feedback, history, n_traces=self.settings.n_traces,
+                                             rng_seed=candidate_seed(self.settings.seed, round, 0)))
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
                    ) -> RoundSummary:
@@ -286,9 +252,10 @@ async def run_sequential(loop: Loop, seed_h: Harness) -> tuple[Harness, list[Rou
         prompt = loop.prompt(best, fb, history, r)
         parent = best
         cands = await loop.candidates(r, k, parent, best_J, prompt, history)
-        top, improved = _pick(cands), False
-        if top is not None and improves(top[0], best_J):
-            (best_J, best), improved = top, True
+        top = select(cands, best_J)
+        improved = top is not None
+        if top is not None and top.harness is not None:
+            best_J, best = top.J, top.harness
         summary.append(loop.save_round(r, parent, best, best_J, improved))
         if loop.progress:
             _log(f"[adapt {loop.run_id}] round {r}/{rounds}: best score J={best_J} ({'improved' if improved else 'kept'})")
@@ -303,16 +270,17 @@ async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
     prompt = loop.prompt(seed_h, fb, [], 1)
     cands = await loop.candidates(1, n, seed_h, seed_J, prompt, [])
     best, best_J = seed_h, seed_J
-    top = _pick(cands)
-    if top is not None and improves(top[0], best_J):
-        best_J, best = top
+    top = select(cands, best_J)
+    if top is not None and top.harness is not None:
+        best_J, best = top.J, top.harness
     summary = [loop.save_round(1, seed_h, best, best_J, best.id != seed_h.id)]
     oracle_out: OracleResult | None = None
     if oracle:
-        pool = [seed_h] + [c for _, _, c in cands]
+        pool = [seed_h] + [c.harness for c in cands if c.harness is not None]
         scored = [(await loop.evaluation(h, "test", round=1, purpose="oracle")).J for h in pool]
-        i_best = max(range(len(pool)), key=lambda i: (scored[i] if scored[i] is not None else -1.0, -i))
-        oracle_out = OracleResult(label=ORACLE_LABEL, harness_id=pool[i_best].id, test_J=scored[i_best], n=n)
+        pick = best_of(list(zip(scored, pool, strict=True)))  # the same tie rule, on the TEST split
+        h_best, J_best = (pick[1], pick[0]) if pick is not None else (seed_h, None)
+        oracle_out = OracleResult(label=ORACLE_LABEL, harness_id=h_best.id, test_J=J_best, n=n)
     return best, summary, oracle_out
 
 
@@ -381,9 +349,9 @@ async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:
         score = await loop.evaluation(h, "score", purpose="zoo")
         rows.append({"name": name, "harness_id": h.id, "score_J": score.J, "test_J": None,
                      "score": zoo.summarise(score), "test": {}, "best": False})
-    scored = [r for r in rows if r["score_J"] is not None]
-    if scored:
-        top = max(scored, key=lambda r: r["score_J"])  # the first on ties
+    pick = best_of([(r["score_J"], r) for r in rows])  # the one tie rule: the first on ties
+    if pick is not None:
+        top = pick[1]
         test = await loop.evaluation(loop.store.load_harness(top["harness_id"]), "test", purpose="zoo")
         top.update(best=True, test_J=test.J, test=zoo.summarise(test))
     return rows

@@ -7,8 +7,13 @@ JSON object on stdout; progress and logs go to stderr. Exit status 0 ok, 2 bad u
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import sys
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +25,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from harnesslearn.errors import InfraError, UserError
-from harnesslearn.harness import Harness
+from harnesslearn.sandbox.records import Budgets
 from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S, AdaptSettings
 
 app = typer.Typer(
@@ -120,12 +125,9 @@ def edit(
     if str(proposal) == "-":
         text = sys.stdin.read()
     else:
-        if not proposal.is_file():
-            raise UserError(f"proposal not found: {proposal}")
-        try:
-            text = proposal.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"cannot read proposal {proposal}: {e}") from None
+        from harnesslearn.fsutil import read_user_file
+
+        text = read_user_file(proposal, "proposal")
     r = apply_proposal(h.source, text)
     result = {
         "valid": r.valid,
@@ -152,25 +154,6 @@ def edit(
 
 
 # ---------------------------------------------------------------- run (executor)
-def _harness_for_run(ref: str, task: Any) -> Harness:
-    """A seed, ``zoo:NAME`` or a readable .py file. An invalid harness (syntax error, no solve) is
-    NOT refused here: running it is an evaluation result (harness_error on every problem), not a
-    usage error."""
-    from harnesslearn.harness import normalise
-    from harnesslearn.zoo import resolve
-
-    try:
-        return resolve(ref, task)
-    except UserError:
-        path = Path(ref)
-        if not path.is_file():
-            raise
-        try:
-            return Harness(source=normalise(path.read_text(encoding="utf-8")), name=str(path))
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"cannot read harness {ref}: {e}") from None
-
-
 @app.command()
 def run(
     harness: Annotated[str, typer.Argument(
@@ -196,6 +179,7 @@ def run(
     import asyncio
 
     from harnesslearn.evaluation import Evaluation, evaluate
+    from harnesslearn.harness import resolve_harness
     from harnesslearn.runtime import SolverRuntime
     from harnesslearn.sandbox import Budgets, ExecutorConfig
     from harnesslearn.tasks import load_task
@@ -204,7 +188,7 @@ def run(
     rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, config=config, concurrency=concurrency,
                        warm=False)
     t = load_task(task)
-    h = _harness_for_run(harness, t)
+    h = resolve_harness(harness, t, check=False)  # an invalid harness file: every problem harness_error
     budgets = Budgets(timeout_s=timeout)
     stats: dict[str, Any] = {}
 
@@ -306,33 +290,53 @@ def models(as_json: JsonOpt = False) -> None:
 H = AdaptSettings.help
 
 
+def settings_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """One typer option per ``AdaptSettings`` field that names a CLI option (its help, default and option
+    come from the field's metadata, so they are written once, in settings.py); the command receives the
+    ``AdaptSettings`` built from them as ``settings`` (a bad value: one line, exit 2, before anything runs)."""
+    hints = typing.get_type_hints(AdaptSettings)
+    extra = []
+    for f in dataclasses.fields(AdaptSettings):
+        if f.metadata["option"] is None:
+            continue
+        name, typ, default = f.name, hints[f.name], f.default
+        if f.name == "budgets":  # --timeout sets Budgets.timeout_s
+            name, typ, default = "timeout", float, Budgets().timeout_s
+        elif typing.get_origin(typ) is typing.Literal:  # choices are checked by AdaptSettings, naming the option
+            typ = str
+        extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[
+            typ, typer.Option(f.metadata["option"], help=f.metadata["help"])]))
+    own_hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    own = [p.replace(annotation=own_hints[p.name]) for p in sig.parameters.values() if p.name != "settings"]
+
+    @functools.wraps(fn)
+    def command(**kw: Any) -> None:
+        values = {f.name: kw.pop("timeout" if f.name == "budgets" else f.name) for f in dataclasses.fields(AdaptSettings)
+                  if f.metadata["option"] is not None}
+        values["budgets"] = Budgets(timeout_s=values["budgets"])
+        fn(settings=AdaptSettings(**values), **kw)
+
+    params = own + extra
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return command
+
+
 @app.command()
+@settings_options
 def adapt(
+    settings: AdaptSettings,
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
     solver: Annotated[str, typer.Option("--solver", help="Solver model spec (frozen), e.g. local:gemma-3-270m.")],
     proposer: Annotated[str, typer.Option("--proposer", help="Proposer model spec (writes the edits).")],
     solver_base_url: Annotated[list[str] | None, typer.Option(
         help="Base URL for an openai: solver; repeat it for a pool of servers.")] = None,
     proposer_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: proposer.")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", help=H("rounds"))] = 3,
-    candidates: Annotated[int, typer.Option("--candidates", help=H("candidates"))] = 4,
-    strategy: Annotated[str, typer.Option("--strategy", help=H("strategy"))] = "sequential",
     run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help=H("seed"))] = 0,
-    n_feedback: Annotated[int, typer.Option("--n-feedback", help=H("n_feedback"))] = 8,
-    n_score: Annotated[int, typer.Option("--n-score", help=H("n_score"))] = 16,
-    n_test: Annotated[int, typer.Option("--n-test", help=H("n_test"))] = 32,
-    timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock seconds for one solve() call.")] = 60.0,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="Start from this harness (.py, seed name or zoo:NAME); default: the task's seed.")] = None,
-    oracle: Annotated[bool, typer.Option("--oracle", help=H("oracle"))] = False,
-    zoo_baselines: Annotated[bool, typer.Option("--zoo-baselines", help=H("zoo_baselines"))] = False,
-    max_tokens: Annotated[int, typer.Option("--proposer-max-tokens", help=H("max_tokens"))] = 1024,
-    temperature: Annotated[float, typer.Option("--proposer-temperature", help=H("temperature"))] = 0.8,
-    form: Annotated[str, typer.Option("--proposer-form", help=H("form"))] = "auto",
-    prime: Annotated[str, typer.Option("--proposer-prime", help=H("prime"))] = "auto",
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help=H("concurrency"))] = None,
     executor: ExecutorOpt = "local",
     as_json: JsonOpt = False,
 ) -> None:
@@ -340,21 +344,11 @@ def adapt(
     import asyncio
 
     from harnesslearn.adapt import adapt as run_adapt
+    from harnesslearn.harness import resolve_harness
     from harnesslearn.models import load_model
-    from harnesslearn.proposer import FORM_CHOICES, PRIME_CHOICES
     from harnesslearn.runtime import SolverRuntime
-    from harnesslearn.sandbox.records import Budgets
-    from harnesslearn.settings import STRATEGIES, choose
     from harnesslearn.tasks import load_task
-    from harnesslearn.zoo import resolve
 
-    # every option is checked before anything is loaded, started or written
-    settings = AdaptSettings(
-        strategy=choose(strategy, STRATEGIES, "--strategy"), rounds=rounds, candidates=candidates, seed=seed,
-        n_feedback=n_feedback, n_score=n_score, n_test=n_test, budgets=Budgets(timeout_s=timeout), oracle=oracle, zoo_baselines=zoo_baselines,
-        temperature=temperature, max_tokens=max_tokens, form=choose(form, FORM_CHOICES, "--proposer-form"),
-        prime=choose(prime, PRIME_CHOICES, "--proposer-prime"), concurrency=concurrency,
-    )
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
     if resume and run_dir is None:
@@ -362,7 +356,7 @@ def adapt(
     rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, concurrency=settings.concurrency,
                        warm=False)
     t = load_task(task)
-    seed_h = resolve(harness, t, seed) if harness else None
+    seed_h = resolve_harness(harness, t, settings.seed) if harness else None
     proposer_m = load_model(proposer, base_url=proposer_base_url)
 
     async def go() -> dict[str, Any]:

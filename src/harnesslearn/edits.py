@@ -85,25 +85,20 @@ def parse_blocks(text: str) -> ParseResult:
             elif _REPLACE.match(line):
                 bad(f"line {i}: REPLACE marker without a SEARCH block")
             # a stray "=======" outside a block is prose (e.g. a Markdown underline)
-        elif state == "search":
-            if _DIVIDER.match(line):
-                state = "replace"
-            elif _SEARCH.match(line) or _REPLACE.match(line):
-                bad(f"line {start}: block has no ======= divider")
-                state = "search" if _SEARCH.match(line) else "out"
-                search, replace, start = [], [], i
-            else:
-                search.append(line)
-        else:  # replace
-            if _REPLACE.match(line):
+            continue
+        ends = _DIVIDER if state == "search" else _REPLACE  # what legitimately ends this part
+        breaks = (_SEARCH, _REPLACE) if state == "search" else (_SEARCH, _DIVIDER)  # what breaks the block
+        if ends.match(line):
+            if state == "replace":
                 blocks.append(Block("\n".join(search), "\n".join(replace)))
-                state = "out"
-            elif _SEARCH.match(line) or _DIVIDER.match(line):
-                bad(f"line {start}: block is not closed with >>>>>>> REPLACE")
-                state = "search" if _SEARCH.match(line) else "out"
-                search, replace, start = [], [], i
-            else:
-                replace.append(line)
+            state = "replace" if state == "search" else "out"
+        elif any(p.match(line) for p in breaks):
+            bad(f"line {start}: " + ("block has no ======= divider" if state == "search"
+                                     else "block is not closed with >>>>>>> REPLACE"))
+            state = "search" if _SEARCH.match(line) else "out"
+            search, replace, start = [], [], i
+        else:
+            (search if state == "search" else replace).append(line)
     if state != "out":
         bad(f"line {start}: block is not closed (text ended inside it)")
     return ParseResult(tuple(blocks), malformed)

@@ -9,7 +9,7 @@ averages; if every problem failed that way, J is None ("could not score", never 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from harnesslearn.harness import Harness
@@ -18,6 +18,11 @@ from harnesslearn.tasks.base import Problem, Task
 
 if TYPE_CHECKING:
     from harnesslearn.sandbox.protocol import HarnessExecutor
+
+
+def pick(obj: Any, *names: str) -> dict[str, Any]:
+    """The named attributes of ``obj`` as a dict, in that order (the JSON of a record)."""
+    return {n: getattr(obj, n) for n in names}
 
 
 @dataclass
@@ -36,25 +41,18 @@ class ProblemResult:
     record: RunRecord = field(repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "score": self.score,
-            "status": self.status,
-            "answer": self.answer,
-            "calls": self.calls,
-            "tokens": self.tokens,
-            "wall_s": round(self.wall_s, 4),
-            "error": self.error,
-            "details": self.details,
-            "model_calls": [_call_json(c) for c in self.record.calls],
-        }
+        out = pick(self, "id", "score", "status", "answer", "calls", "tokens", "wall_s", "error", "details")
+        out["wall_s"] = round(self.wall_s, 4)
+        out["model_calls"] = [_call_json(c) for c in self.record.calls]
+        return out
 
 
-def _clip(x: Any, n: int = 400) -> Any:
+def clip(x: Any, n: int = 400) -> Any:
+    """A value shortened for a trace: long strings keep their head and tail, lists their first 8 items."""
     if isinstance(x, str):
         return x if len(x) <= n else x[: n // 2] + " ... " + x[-n // 2 :]
     if isinstance(x, list):
-        return [_clip(v, n) for v in x[:8]]
+        return [clip(v, n) for v in x[:8]]
     return x
 
 
@@ -63,8 +61,8 @@ def _call_json(c: CallRecord) -> dict[str, Any]:
     req = c.request or {}
     return {
         "kind": c.kind,
-        "prompt": _clip(req.get("prompt", req.get("code", req.get("query")))),
-        "completion": _clip(c.response),
+        "prompt": clip(req.get("prompt", req.get("code", req.get("query")))),
+        "completion": clip(c.response),
         "tokens": c.prompt_tokens + c.completion_tokens,
         "latency_s": round(c.latency_s, 4),
         "error": c.error,
@@ -72,7 +70,10 @@ def _call_json(c: CallRecord) -> dict[str, Any]:
 
 
 @dataclass
-class Evaluation:
+class EvaluationSummary:
+    """What one evaluation of a harness on a split comes to (``Evaluation`` adds its problems; the
+    store's ``EvaluationRow`` adds its row's id, run, round and purpose)."""
+
     harness_id: str
     task: str
     split: str
@@ -83,6 +84,10 @@ class Evaluation:
     solver_calls: int
     tokens: int
     wall_s: float
+
+
+@dataclass
+class Evaluation(EvaluationSummary):
     problems: list[ProblemResult]
 
     @property
@@ -96,21 +101,10 @@ class Evaluation:
         return counts
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "harness_id": self.harness_id,
-            "task": self.task,
-            "split": self.split,
-            "n": self.n,
-            "seed": self.seed,
-            "J": self.J,
-            "completion_rate": self.completion_rate,
-            "solver_calls": self.solver_calls,
-            "tokens": self.tokens,
-            "wall_s": round(self.wall_s, 3),
-            "infra_failures": self.infra_failures,
-            "status_counts": self.status_counts(),
-            "problems": [p.to_json() for p in self.problems],
-        }
+        out = pick(self, *(f.name for f in fields(EvaluationSummary)))
+        out.update(wall_s=round(self.wall_s, 3), infra_failures=self.infra_failures,
+                   status_counts=self.status_counts(), problems=[p.to_json() for p in self.problems])
+        return out
 
 
 def task_tools(task: Task) -> Tools:

@@ -1,4 +1,4 @@
-"""Small file helpers: writes that never leave a half-written file behind.
+"""Small file helpers: writes that never leave a half-written file behind, and JSONL reading.
 
 Every write goes to a temporary file in the target's folder, is flushed to disk, and replaces
 the target with one ``os.replace``: a reader sees the old file or the new one, never a part. On
@@ -8,11 +8,13 @@ cover: the folder entry itself is not fsynced, so after a power cut the old file
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -43,3 +45,38 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | No
 def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None) -> None:
     """Write ``text`` (UTF-8, line endings as given) to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def json_lines(name: str, lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL text; a line that is not a JSON object
+    (malformed, nested too deeply to parse, or another JSON value) is a one-line UserError naming it."""
+    from harnesslearn.errors import UserError
+
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{name}: line {lineno}: malformed JSON ({e.msg})") from None
+        except RecursionError:
+            raise UserError(f"{name}: line {lineno}: JSON nested too deeply to read") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{name}: line {lineno}: expected a JSON object")
+        yield lineno, row
+
+
+def read_user_file(path: str | os.PathLike[str], what: str) -> str:
+    """The text of a file the user named, or a one-line UserError: ``{what} not found``, ``{what} is not
+    a file``, ``cannot read {what}`` (permissions, not UTF-8)."""
+    from harnesslearn.errors import UserError
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{what} not found: {path}")
+    if not p.is_file():
+        raise UserError(f"{what} is not a file: {path}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read {what} {path}: {e}") from None

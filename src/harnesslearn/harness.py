@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from harnesslearn.errors import UserError
 
@@ -80,18 +81,37 @@ def runtime_api_doc() -> str:
 
 def load_harness(ref: str) -> Harness:
     """Load a harness from a ``.py`` path or a shipped seed name, and validate it."""
+    return resolve_harness(ref)
+
+
+def resolve_harness(ref: str, task: Any = None, seed: int = 0, *, check: bool = True) -> Harness:
+    """Every way to name a harness, in one place: ``zoo:NAME`` (a zoo harness built for ``task``),
+    ``style:NAME`` (a training seed style), a shipped seed name, or a ``.py`` file. A file is validated
+    unless ``check=False`` (``harnesslearn run``: running an invalid harness is an evaluation result,
+    every problem ``harness_error``). UserError for anything that names no harness."""
+    if ref.startswith("zoo:"):
+        from harnesslearn import zoo
+
+        if task is None:
+            raise UserError(f"{ref}: a zoo harness is built for a task; this command has none")
+        return zoo.build(ref[len("zoo:"):], task, seed)
+    if ref.startswith("style:"):
+        from harnesslearn.training.seed_styles import style_source
+
+        src = normalise(style_source(ref.split(":", 1)[1]))
+        if check_source(src) is not None:  # a bug in seed_styles.py, not a user mistake
+            raise ValueError(f"seed style {ref} is not a valid harness")
+        return Harness(source=src, name=ref)
     if ref in SEEDS:
         return Harness(source=normalise(seed_source(ref)), name=ref)
+    from harnesslearn.fsutil import read_user_file
+
     path = Path(ref)
     if not path.exists():
-        raise UserError(f"harness not found: {ref} (give a .py file or one of: {', '.join(SEEDS)})")
-    if not path.is_file():
-        raise UserError(f"harness is not a file: {ref}")
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read harness {ref}: {e}") from None
-    reason = check_source(source)
-    if reason is not None:
-        raise UserError(f"invalid harness {ref}: {reason.replace('_', ' ')}")
+        raise UserError(f"harness not found: {ref} (give a .py file, zoo:NAME or one of: {', '.join(SEEDS)})")
+    source = read_user_file(path, "harness")
+    if check:
+        reason = check_source(source)
+        if reason is not None:
+            raise UserError(f"invalid harness {ref}: {reason.replace('_', ' ')}")
     return Harness(source=normalise(source), name=str(path))

@@ -37,7 +37,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from harnesslearn.harness import Harness, runtime_api_doc
-from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
+from harnesslearn.models.base import Messages, ModelBackend
 from harnesslearn.seeding import child_seed
 
 if TYPE_CHECKING:  # the proposer reads evaluations; it never runs one
@@ -201,17 +201,8 @@ def _sections(task: _TaskLike, harness: Harness, feedback: Any, history: Sequenc
     }
 
 
-def build_prompt(
-    task: _TaskLike,
-    harness: Harness,
-    feedback: Evaluation,
-    history: Sequence[Attempt] = (),
-    *,
-    style: Style = "canonical",
-    n_traces: int = 4,
-    rng_seed: int = 0,
-    prime: Prime = "search",
-) -> str:
+def build_prompt(task: _TaskLike, harness: Harness, feedback: Evaluation, history: Sequence[Attempt] = (), *,
+                 style: Style = "canonical", n_traces: int = 4, rng_seed: int = 0, prime: Prime = "search") -> str:
     """The plain-text revision prompt (for base models) for ``harness`` given its ``feedback``
     Evaluation (feedback split).
 
@@ -232,18 +223,9 @@ def build_prompt(
     return text + "\n" + tail
 
 
-def build_messages(
-    task: _TaskLike,
-    harness: Harness,
-    feedback: Any,
-    history: Sequence[Attempt] = (),
-    *,
-    style: Style = "canonical",
-    n_traces: int = 4,
-    rng_seed: int = 0,
-    prime: Literal["none", "rewrite"] = "none",
-    prefill: bool = True,
-) -> Messages:
+def build_messages(task: _TaskLike, harness: Harness, feedback: Any, history: Sequence[Attempt] = (), *,
+                   style: Style = "canonical", n_traces: int = 4, rng_seed: int = 0,
+                   prime: Literal["none", "rewrite"] = "none", prefill: bool = True) -> Messages:
     """The chat revision prompt (for instruction-tuned models): a system and a user message.
 
     The same sections as :func:`build_prompt` (``style="varied"`` varies the trace and
@@ -257,7 +239,7 @@ def build_messages(
     the new ``def`` line written, so the model writes only the new body. With ``prefill=False``
     (a chat API that cannot continue an assistant turn) the same rewrite is asked for in words:
     the model answers with the new ``solve`` function in a code block
-    (``prompts/chat_function.txt``), and :func:`finish_completion` builds the block around it.
+    (``prompts/chat_function.txt``), and :func:`finish_function` builds the block around it.
     ``prime="none"`` asks for whole edit blocks (ending with ``prompts/chat_open.txt``)."""
     _, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
     search = solve_lines(harness.source) or harness.source.rstrip("\n")
@@ -273,30 +255,6 @@ def build_messages(
     if prime == "rewrite" and prefill:
         msgs.append({"role": "assistant", "content": rewrite_tail(harness.source) or PRIME})
     return msgs
-
-
-def make_prompt(
-    form: Form,
-    task: _TaskLike,
-    harness: Harness,
-    feedback: Any,
-    history: Sequence[Attempt] = (),
-    *,
-    style: Style = "canonical",
-    n_traces: int = 4,
-    rng_seed: int = 0,
-    prime: Prime = "search",
-    prefill: bool = True,
-) -> str | Messages:
-    """:func:`build_messages` for ``form="chat"`` (``prefill``: whether the engine continues a last
-    assistant message), :func:`build_prompt` for ``form="plain"``."""
-    if form == "chat":
-        return build_messages(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
-                              prime="rewrite" if prime == "rewrite" else "none", prefill=prefill)
-    if form == "plain":
-        return build_prompt(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
-                            prime=prime)
-    raise ValueError(f"unknown prompt form {form!r}")
 
 
 def prompt_form(proposer: ModelBackend, requested: str = "auto") -> Form:
@@ -365,11 +323,15 @@ def primed_tail(prompt: str | Messages) -> str:
 
 
 def as_proposal(completion: str, prompt: str | Messages | None = None) -> str:
-    """The proposal text for a completion of ``prompt``: the completion as is when it contains a
-    SEARCH marker of its own (a model that repeats it, a scripted proposer that writes whole
-    blocks) or answers a chat prompt, else the prompt's primed tail (``PRIME`` when no prompt is
-    given) + completion."""
-    if _SEARCH_MARKER.search(completion) or (isinstance(prompt, list) and not primed_tail(prompt)):
+    """The proposal text for a completion of ``prompt``: the completion as is when it opens every block
+    it closes itself (a model that repeats the SEARCH marker, a scripted proposer that writes whole
+    blocks) or answers a chat prompt, else the prompt's primed tail (``PRIME`` when no prompt is given)
+    + completion: a continuation whose first block was opened by the prompt has one REPLACE marker more
+    than it has SEARCH markers (with several blocks too)."""
+    if isinstance(prompt, list) and not primed_tail(prompt):
+        return completion
+    opened = len(_SEARCH_MARKER.findall(completion))
+    if opened and opened >= len(_END_MARKER.findall(completion)):
         return completion
     return (PRIME if prompt is None else primed_tail(prompt)) + completion
 
@@ -380,62 +342,30 @@ def candidate_seed(seed: int, round: int, index: int) -> int:
     return child_seed(seed, round * 10_007 + index) % (2**31 - 1)
 
 
-async def sample_one(
-    proposer: ModelBackend, prompt: str | Messages, *, temperature: float = 0.8, max_tokens: int = 1024,
-    seed: int = 0, rewrite: bool | None = None, source: str | None = None,
-) -> tuple[str, Completion, GenerateRequest]:
-    """One proposal: (proposal text, the raw Completion, the request). InfraError propagates.
-
-    ``rewrite`` (for prompts built with ``prime="rewrite"``): the completion is the body of the
-    new ``solve``, decoded the HumanEval way: generation stops at a REPLACE, SEARCH or divider
-    marker (for chat prompts also at a closing code fence), the body ends at its first
-    non-indented non-empty line (dropped with all after it), and the REPLACE marker is added when
-    the body ended (at a stop, a dedent, or end of text before ``max_tokens``). A body cut by
-    ``max_tokens`` gets no marker and stays invalid. A rewrite chat prompt without an
-    assistant-turn start (``build_messages(prefill=False)``) is answered with a whole function:
-    no stop strings, and ``source`` (the harness revised) gives the block's SEARCH lines."""
-    if rewrite is None:  # detect a prompt built with prime="rewrite"
-        rewrite = "\n=======\n" in primed_tail(prompt)
-    stop = (END, "\n<<<<<<<", "\n=======") + (("\n```",) if isinstance(prompt, list) else ())
-    req = GenerateRequest(
-        prompt=prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=seed,
-        stop=stop if rewrite and not _asks_function(prompt) else None,
-    )
-    completion = await proposer.generate(req)
-    hit_max = completion.completion_tokens >= max_tokens
-    text = finish_completion(completion.text, prompt, hit_max_tokens=hit_max, rewrite=rewrite, source=source)
-    return text, completion, req
-
-
-def _asks_function(prompt: str | Messages) -> bool:
-    """A chat prompt with no assistant-turn start (one built with ``prefill=False``)."""
-    return isinstance(prompt, list) and not primed_tail(prompt)
-
-
-def finish_completion(text: str, prompt: str | Messages, *, hit_max_tokens: bool, rewrite: bool | None = None,
-                      source: str | None = None) -> str:
-    """The proposal text for a raw completion of ``prompt`` (shared by adaptation and GRPO).
-
-    For a rewrite prompt (``rewrite=None`` detects one from the prompt's open block having its
-    divider already), the completion is the new ``solve`` body: it ends at its first
-    non-indented line, and the REPLACE marker is added when the body ended before the token
-    limit. Then :func:`as_proposal` puts the prompt's open block in front. For a rewrite chat
-    prompt without that open block, the reply's ``solve`` function (:func:`reply_function`)
-    becomes the REPLACE part of a block on ``source``'s ``solve``; a reply without one, or cut by
-    the token limit, stays as it is (invalid: no blocks)."""
-    if rewrite is None:
-        rewrite = "\n=======\n" in primed_tail(prompt)
-    if rewrite and _asks_function(prompt) and not _SEARCH_MARKER.search(text):
-        fn, ended = reply_function(text)
-        lines = solve_lines(source) if source is not None else None
-        if fn is None or lines is None or (hit_max_tokens and not ended):
-            return text
-        return PRIME + lines + "\n=======\n" + fn + END + "\n"
-    if rewrite and not _END_MARKER.search(text):
+def finish_body(text: str, prompt: str | Messages, *, hit_max_tokens: bool) -> str:
+    """The proposal for a completion of a prompt that ends in a block opened on ``solve`` (the divider
+    and the ``def`` line written): the completion is the new body; it ends at its first non-indented
+    line, and the REPLACE marker is added when the body ended before the token limit (a body cut by
+    the limit stays unterminated: invalid). Then :func:`as_proposal` puts the open block in front."""
+    if not _END_MARKER.search(text):
         body, ended = end_of_body(text)
         if ended or not hit_max_tokens:
             text = body.rstrip("\n") + "\n" + END + "\n"
     return as_proposal(text, prompt)
+
+
+def finish_function(text: str, source: str | None, *, hit_max_tokens: bool) -> str:
+    """The proposal for a reply that was asked, in words, for the new ``solve`` in a code block: the
+    reply's function (:func:`reply_function`) as the REPLACE part of a block on ``source``'s ``solve``.
+    A reply that holds SEARCH blocks is kept as it is; one without a function, or cut by the token
+    limit inside it, stays as it is too (invalid: no blocks)."""
+    if _SEARCH_MARKER.search(text):
+        return text
+    fn, ended = reply_function(text)
+    lines = solve_lines(source) if source is not None else None
+    if fn is None or lines is None or (hit_max_tokens and not ended):
+        return text
+    return PRIME + lines + "\n=======\n" + fn + END + "\n"
 
 
 # a code block; it closes only at a fence on a line of its own (code may hold "```" in a string)
@@ -479,16 +409,3 @@ def end_of_body(text: str) -> tuple[str, bool]:
         if line.strip() and not line[0].isspace():
             return "\n".join(lines[:i]), True
     return text, False
-
-
-async def propose(
-    proposer: ModelBackend, prompt: str | Messages, k: int, *, temperature: float = 0.8, max_tokens: int = 1024,
-    seed: int = 0,
-) -> list[str]:
-    """``k`` proposal texts, candidate ``i`` sampled with seed ``seed + i`` (one request each,
-    so that any single candidate can be re-sampled alone)."""
-    out = []
-    for i in range(k):
-        text, _, _ = await sample_one(proposer, prompt, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
-        out.append(text)
-    return out

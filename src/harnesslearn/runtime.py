@@ -61,15 +61,20 @@ class SolverRuntime:
                  concurrency: int | None = None, base_url: str | Sequence[str] | None = None, warm: bool = True,
                  own_solver: bool = True, close_timeout_s: float = 60.0, verbose: bool = False,
                  log: Callable[[str], None] | None = None) -> None:
+        from harnesslearn.models import load_model
+
         parse_executor(executor)  # a bad option fails before anything is loaded
-        self._solver_arg, self._base_url = solver, base_url
-        self._executor_opt, self._config, self._concurrency = executor, config, concurrency
+        self._executor_opt, self._concurrency = executor, concurrency
         self._warm, self._own = warm, own_solver
         self.close_timeout_s = close_timeout_s
         self._log = log or (_say if verbose else (lambda _m: None))
-        self.solver: ModelBackend | None = None
-        self.executor: HarnessExecutor | None = None
         self.timings: dict[str, float] = {}
+        # Built here, in the caller's thread and before any event loop: a bad spec fails at once, and a
+        # Ray executor connects now (Ray Client initialising inside a running loop failed under load).
+        # Nothing runs yet: weights, servers and sandbox workers start on entry.
+        self.solver: ModelBackend | None = load_model(solver, base_url=base_url) if isinstance(solver, str) else solver
+        self._spec = solver if isinstance(solver, str) else solver.spec
+        self.executor: HarnessExecutor | None = build_executor(executor, self.solver, config, concurrency=concurrency)
 
     # ------------------------------------------------------------------ open
     async def __aenter__(self) -> SolverRuntime:
@@ -84,23 +89,18 @@ class SolverRuntime:
         await self.aclose()
 
     async def _open(self) -> None:
-        from harnesslearn.models import load_model
-
+        if self.solver is None or self.executor is None:
+            raise RuntimeError("a SolverRuntime is opened once")
         t0 = time.monotonic()
         raise_fd_limit()
-        if isinstance(self._solver_arg, str):
-            self._log(f"runtime: loading the solver {self._solver_arg}")
-            self.solver = load_model(self._solver_arg, base_url=self._base_url)
-        else:
-            self.solver = self._solver_arg
         warm = getattr(self.solver, "warm", None)
         if self._warm and callable(warm):
+            self._log(f"runtime: loading the solver {self._spec}")
             await asyncio.to_thread(warm)
         self.timings["solver_s"] = round(time.monotonic() - t0, 2)
         t1 = time.monotonic()
         self._log(f"runtime: solver ready in {self.timings['solver_s']} s; starting the executor "
                   f"({self._executor_opt}, {self._concurrency or 'default'} slots)")
-        self.executor = build_executor(self._executor_opt, self.solver, self._config, concurrency=self._concurrency)
         await self.executor.start()
         self.timings["executor_s"] = round(time.monotonic() - t1, 2)
         self._log(f"runtime: executor ready in {self.timings['executor_s']} s "
@@ -133,6 +133,13 @@ class SolverRuntime:
             raise asyncio.CancelledError
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def sandbox(self) -> HarnessExecutor:
+        """The executor, while the runtime is open (RuntimeError outside ``async with``)."""
+        if self.executor is None:
+            raise RuntimeError("the solver runtime is not open")
+        return self.executor
+
     @property
     def base_url(self) -> str | None:
         """The solver server's URL where the runtime started one (``vllm:``), for other clients."""

@@ -52,9 +52,23 @@ def choose(value: str, choices: tuple[L, ...], option: str) -> L:
 
 def setting(default: Any, option: str | None, help: str, *, lo: float | None = None, hi: float | None = None,
             affects_results: bool = True) -> Any:
-    """A settings field: its default, the CLI option that sets it, help text, bounds."""
+    """A settings field: its default, the CLI option that sets it (None: set in code or a config file),
+    help text, bounds. The one field helper of every settings object (adaptation, training configs,
+    the transfer experiment); ``check_settings`` validates any of them."""
     meta = {"option": option, "help": help, "lo": lo, "hi": hi, "affects_results": affects_results}
+    if isinstance(default, list):
+        items = list(default)
+        return field(default_factory=lambda: list(items), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def check_settings(obj: Any, label: str = "{}") -> None:
+    """Choices (``Literal`` types) and bounds of every field of a settings dataclass; a bad value is a
+    one-line UserError naming the field's option (or its name, formatted with ``label``)."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        if "help" in f.metadata:
+            _check(f, getattr(obj, f.name), hints[f.name], label)
 
 
 @dataclass(frozen=True)
@@ -94,9 +108,7 @@ class AdaptSettings:
                                       "executor's).", lo=1, hi=MAX_CONCURRENCY, affects_results=False)
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            _check(f, getattr(self, f.name), hints[f.name])
+        check_settings(self)
         t = self.budgets.timeout_s
         if not 0 < t <= MAX_TIMEOUT_S:
             raise UserError(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds (got {t:g})")
@@ -145,17 +157,19 @@ def _fields() -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(AdaptSettings)}
 
 
-def _check(f: dataclasses.Field[Any], value: Any, hint: Any) -> None:
+def _check(f: dataclasses.Field[Any], value: Any, hint: Any, label: str = "{}") -> None:
     """Type, choices and bounds of one field's value (UserError naming its option)."""
-    name = f.metadata["option"] or f.name
+    name = f.metadata.get("option") or label.format(f.name)
     if typing.get_origin(hint) is Literal:
         choose(value, typing.get_args(hint), name)
         return
-    lo, hi = f.metadata["lo"], f.metadata["hi"]
+    lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
     if value is None or (lo is None and hi is None):
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UserError(f"{name} must be a number (got {value!r})")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise UserError(f"{name} must be between {lo:g} and {hi:g} (got {value:g})")
+        bound = (f"between {lo:g} and {hi:g}" if lo is not None and hi is not None
+                 else f">= {lo:g}" if lo is not None else f"<= {hi:g}")
+        raise UserError(f"{name} must be {bound} (got {value:g})")
 

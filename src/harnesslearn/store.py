@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from harnesslearn.errors import UserError
-from harnesslearn.evaluation import Evaluation, ProblemResult
+from harnesslearn.evaluation import Evaluation, EvaluationSummary, ProblemResult
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.harness import Harness
 from harnesslearn.harness import harness_id as id_of_source
@@ -75,6 +75,8 @@ from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+    from harnesslearn.edits import EditResult
 
 DB_NAME = "runs.sqlite"
 HARNESS_DIR = "harnesses"
@@ -243,22 +245,13 @@ class HarnessRow:
     created: str
 
 
-@dataclass(frozen=True)
-class EvaluationRow:
-    """The summary of an evaluation (``load_evaluation`` adds its problems)."""
+@dataclass
+class EvaluationRow(EvaluationSummary):
+    """The summary of an evaluation as stored (``load_evaluation`` adds its problems); ``n`` is the
+    requested size: part of the cache key."""
 
     id: int
     run_id: str
-    harness_id: str
-    task: str
-    split: str
-    n: int  # the requested size: part of the cache key
-    seed: int
-    J: float | None
-    completion_rate: float | None
-    solver_calls: int
-    tokens: int
-    wall_s: float
     round: int | None
     purpose: str | None
     created: str
@@ -538,6 +531,16 @@ class Store:
         r = self.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _typed(RunRow, r) if r else None
 
+    def _rows(self, cls: type[R], table: str, run_id: str | None, order: str, *, by_run: bool = False) -> list[R]:
+        """Every row of ``table`` (of run ``run_id`` when given) as ``cls``, ordered by ``order`` (and first
+        by run, across runs, when ``by_run``). ``table`` and ``order`` are this module's constants."""
+        args: tuple[Any, ...] = ()
+        if run_id is None:
+            q = f"SELECT * FROM {table} ORDER BY {'run_id, ' if by_run else ''}{order}"
+        else:
+            q, args = f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {order}", (run_id,)
+        return [_typed(cls, r) for r in self.conn.execute(q, args)]
+
     def runs(self) -> list[RunRow]:
         return [_typed(RunRow, r) for r in self.conn.execute("SELECT * FROM runs ORDER BY created, id")]
 
@@ -561,11 +564,7 @@ class Store:
         return _typed(HarnessRow, r) if r else None
 
     def harnesses(self, run_id: str | None = None) -> list[HarnessRow]:
-        if run_id is None:
-            rows = self.conn.execute("SELECT * FROM harnesses ORDER BY created, rowid")
-        else:
-            rows = self.conn.execute("SELECT * FROM harnesses WHERE run_id = ? ORDER BY created, rowid", (run_id,))
-        return [_typed(HarnessRow, r) for r in rows]
+        return self._rows(HarnessRow, "harnesses", run_id, "created, rowid")
 
     def harness_source(self, harness_id: str) -> str:
         """The source of a recorded harness, checked against its id. UserError when the row or
@@ -742,13 +741,7 @@ class Store:
         parent_id: str,
         prompt: str,
         raw: str,
-        parsed: bool,
-        produced: bool,
-        valid: bool,
-        reason: str | None,
-        detail: str | None,
-        n_blocks: int,
-        harness_id: str | None,
+        edit: EditResult,
         call: CallRecord | None = None,
     ) -> int:
         """Record one proposal and (optionally) its proposer model call in one transaction."""
@@ -757,8 +750,9 @@ class Store:
                 "INSERT INTO proposals (run_id, round, idx, parent_id, prompt, raw, parsed, produced, valid,"
                 " reason, detail, n_blocks, harness_id, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    run_id, round, idx, parent_id, prompt, raw, int(parsed), int(produced), int(valid),
-                    None if reason is None else str(reason), detail, n_blocks, harness_id, now(),
+                    run_id, round, idx, parent_id, prompt, raw, int(edit.parsed), int(edit.produced), int(edit.valid),
+                    None if edit.reason is None else str(edit.reason), edit.detail, edit.n_blocks, edit.harness_id,
+                    now(),
                 ),
             )
             pid = int(cur.lastrowid or 0)
@@ -767,11 +761,7 @@ class Store:
         return pid
 
     def proposals(self, run_id: str | None = None) -> list[ProposalRow]:
-        if run_id is None:
-            rows = self.conn.execute("SELECT * FROM proposals ORDER BY run_id, round, idx")
-        else:
-            rows = self.conn.execute("SELECT * FROM proposals WHERE run_id = ? ORDER BY round, idx", (run_id,))
-        return [_typed(ProposalRow, r) for r in rows]
+        return self._rows(ProposalRow, "proposals", run_id, "round, idx", by_run=True)
 
     def proposer_usage(self, run_id: str) -> Usage:
         """The proposer's calls, tokens (prompt + completion) and latency over a run's proposals."""
@@ -809,11 +799,7 @@ class Store:
             )
 
     def rounds(self, run_id: str | None = None) -> list[RoundRow]:
-        if run_id is None:
-            rows = self.conn.execute("SELECT * FROM rounds ORDER BY run_id, round")
-        else:
-            rows = self.conn.execute("SELECT * FROM rounds WHERE run_id = ? ORDER BY round", (run_id,))
-        return [_typed(RoundRow, r) for r in rows]
+        return self._rows(RoundRow, "rounds", run_id, "round", by_run=True)
 
     # ------------------------------------------------------------ rewards (training)
     def add_reward(
@@ -838,11 +824,5 @@ class Store:
             )
 
     def rewards(self, run_id: str | None = None) -> list[RewardRow]:
-        if run_id is None:
-            rows = self.conn.execute("SELECT * FROM rewards ORDER BY run_id, step, context, candidate")
-        else:
-            rows = self.conn.execute(
-                "SELECT * FROM rewards WHERE run_id = ? ORDER BY step, context, candidate", (run_id,)
-            )
-        return [_typed(RewardRow, r) for r in rows]
+        return self._rows(RewardRow, "rewards", run_id, "step, context, candidate", by_run=True)
 

@@ -20,7 +20,8 @@ from importlib import resources
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.harness import Harness, load_harness
+from harnesslearn.harness import Harness, load_harness, resolve_harness
+from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.tasks.base import Task
 
 PREFIX = "zoo:"
@@ -94,10 +95,8 @@ def build(name: str, task: Task, seed: int = 0) -> Harness:
 
 
 def resolve(ref: str, task: Task, seed: int = 0) -> Harness:
-    """A harness reference: ``zoo:NAME`` (built for ``task``), a shipped seed name or a .py path."""
-    if ref.startswith(PREFIX):
-        return build(ref[len(PREFIX):], task, seed)
-    return load_harness(ref)
+    """A harness reference for ``task`` (``harness.resolve_harness``: zoo:NAME, a seed name, a .py path)."""
+    return resolve_harness(ref, task, seed)
 
 
 @dataclass
@@ -126,14 +125,16 @@ def summarise(ev: Any) -> dict[str, Any]:
 
 
 def best(rows: list[ZooRow]) -> ZooRow | None:
-    """The row picked on the *score* split (highest J; the first on ties); never on test."""
-    scored = [r for r in rows if r.score["J"] is not None]
-    return max(scored, key=lambda r: r.score["J"]) if scored else None
+    """The row picked on the *score* split (``rounds.best_of``: highest J, the first on ties); never on test."""
+    from harnesslearn.rounds import best_of
+
+    top = best_of([(r.score["J"], r) for r in rows])
+    return top[1] if top is not None else None
 
 
 async def evaluate_zoo(
     task: Task,
-    executor: Any,
+    executor: HarnessExecutor,
     *,
     n_score: int,
     n_test: int,

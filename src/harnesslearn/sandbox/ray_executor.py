@@ -617,15 +617,9 @@ class RayExecutor:
             return rec
         return RunRecord(job.problem_id, Status.INFRA_ERROR, error=" | ".join(errors)[-2000:])
 
-    async def run(
-        self,
-        source: str,
-        problems: Sequence[Problem],
-        tools: Tools | None = None,
-        budgets: Budgets | None = None,
-        on_record: Callable[[RunRecord], None] | None = None,
-        settle: bool = True,
-    ) -> list[RunRecord]:
+    async def run(self, source: str, problems: Sequence[Problem], tools: Tools | None = None,
+                  budgets: Budgets | None = None, on_record: Callable[[RunRecord], None] | None = None,
+                  settle: bool = True) -> list[RunRecord]:
         """One RunRecord per problem, in order. Never raises for a harness failure or a lost node.
         ``tools``: as for ``Executor.run`` (``evaluation.task_tools(task)``); ``settle`` is
         accepted for the ``HarnessExecutor`` protocol (the actors' pools settle on their nodes)."""

@@ -68,15 +68,6 @@ def _json_list(name: str, text: str) -> list[Record]:
 
 
 def _jsonl(name: str, lines: Any) -> list[Record]:
-    out: list[Record] = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{name}: line {lineno}: malformed JSON ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{name}: line {lineno}: expected a JSON object")
-        out.append((f"line {lineno}", row))
-    return out
+    from harnesslearn.fsutil import json_lines
+
+    return [(f"line {lineno}", row) for lineno, row in json_lines(name, lines)]

@@ -12,7 +12,6 @@ repeat in the corpus (a repeated passage can come back twice).
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -139,17 +138,13 @@ def read_corpus(path: str | Path) -> list[Document]:
 
 @lru_cache(maxsize=8)
 def _read_corpus_cached(path: str, size: int, mtime_ns: int) -> tuple[Document, ...]:
+    from harnesslearn.fsutil import json_lines
+
     docs: list[Document] = []
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-                raise UserError(f"{path}:{lineno}: a corpus line needs a string 'text' field")
+        for lineno, row in json_lines(path, f):
+            if not isinstance(row.get("text"), str):
+                raise UserError(f"{path}: line {lineno}: a corpus line needs a string 'text' field")
             docs.append({"title": str(row.get("title") or ""), "text": row["text"]})
     return tuple(docs)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,16 +19,16 @@ import yaml
 
 from harnesslearn.errors import UserError
 from harnesslearn.proposer import Form, Prime, Style
+from harnesslearn.sandbox.executor import Isolation
+from harnesslearn.settings import check_settings, setting
+from harnesslearn.tasks.families import family_set
 
-PAPER_TRAIN = ["codeio", "maze", "rotten_oranges", "simple_geometry", "tower_of_hanoi"]
+PAPER_TRAIN = list(family_set("paper-train"))
 
 
-def _f(default: Any, help: str) -> Any:
-    """A dataclass field with a default and its help text."""
-    if isinstance(default, list):
-        items = list(default)
-        return field(default_factory=lambda: list(items), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+def _f(default: Any, help: str, *, lo: float | None = None) -> Any:
+    """A config field (``settings.setting``, set from the YAML file rather than a CLI option)."""
+    return setting(default, None, help, lo=lo)
 
 
 @dataclass
@@ -40,13 +40,14 @@ class Common:
         None, "Base URL of the solver's OpenAI-compatible server; a list of URLs is a pool of servers "
               "(least-outstanding-requests routing, failing servers drained).")
     families: list[str] = _f(PAPER_TRAIN, "Training families: task specs (rg:NAME) or bare Reasoning Gym names.")
-    n_feedback: int = _f(8, "Problems of the feedback split evaluated to build a context's feedback.")
-    n_score: int = _f(16, "Problems of the score split that J (the reward) is computed on.")
+    n_feedback: int = _f(8, "Problems of the feedback split evaluated to build a context's feedback.", lo=1)
+    n_score: int = _f(16, "Problems of the score split that J (the reward) is computed on.", lo=1)
     n_traces: int = _f(4, "Per-problem traces shown in a proposer prompt.")
     timeout_s: float = _f(60.0, "Wall-clock limit of one solve() call, seconds.")
     max_calls: int = _f(16, "Solver calls allowed per problem.")
     max_tokens_per_problem: int = _f(8192, "Solver tokens (prompt + completion) allowed per problem.")
-    isolation: str = _f("auto", "Sandbox isolation: auto | bwrap | landlock | none (unsafe).")
+    isolation: Isolation = _f(
+        "auto", "Sandbox isolation: auto | bwrap | landlock | none (unsafe).")
     concurrency: int | None = _f(None, "Concurrent sandboxed runs (None: the executor's default).")
     worker_python: str | None = _f(None, "Worker interpreter of sandboxed runs (None: the executor's default search).")
     executor: str = _f("local", "Where harness runs execute: local | ray | ray:auto | ray:HOST:PORT | ray://HOST:PORT "
@@ -62,8 +63,8 @@ class SFTDataConfig(Common):
     teacher: str = _f("openai:Qwen3.5-35B", "Teacher model spec that writes the revisions.")
     teacher_base_url: str | None = _f(None, "Base URL of the teacher's OpenAI-compatible server.")
     seed_harness: str = _f("minimal", "Seed harness (shipped name or .py path) that the teacher revises.")
-    contexts_per_family: int = _f(8, "Contexts per family (each with its own problem seed).")
-    candidates: int = _f(8, "Teacher completions per context.")
+    contexts_per_family: int = _f(8, "Contexts per family (each with its own problem seed).", lo=1)
+    candidates: int = _f(8, "Teacher completions per context.", lo=1)
     temperature: float = _f(0.8, "Teacher sampling temperature.")
     max_tokens: int = _f(2048, "Teacher completion length limit, tokens.")
     style: Style = _f("canonical", "Prompt style: canonical | varied.")
@@ -77,7 +78,7 @@ class SFTDataConfig(Common):
 class Lora:
     """LoRA settings shared by SFT and GRPO."""
 
-    lora_r: int = _f(32, "LoRA rank.")
+    lora_r: int = _f(32, "LoRA rank.", lo=1)
     lora_alpha: int = _f(64, "LoRA alpha (scale = alpha / r).")
     lora_dropout: float = _f(0.05, "LoRA dropout.")
     target_modules: str | list[str] = _f("all-linear", "Modules that get adapters ('all-linear' or a list).")
@@ -93,7 +94,7 @@ class Trainer:
     learning_rate: float = _f(1e-4, "Learning rate.")
     epochs: float = _f(1.0, "Training epochs (fractional allowed).")
     max_steps: int = _f(-1, "Stop after this many optimizer steps (-1: run the epochs).")
-    micro_batch: int = _f(8, "Sequences per forward pass (per device).")
+    micro_batch: int = _f(8, "Sequences per forward pass (per device).", lo=1)
     save_steps: int = _f(50, "Save a checkpoint every N optimizer steps.")
     save_total_limit: int | None = _f(3, "Checkpoints kept.")
     logging_steps: int = _f(1, "Log every N steps.")
@@ -120,11 +121,11 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     """`harnesslearn train grpo`: TRL GRPOTrainer with the execution reward."""
 
     learning_rate: float = _f(1e-6, "Learning rate (the paper: 1e-6).")
-    num_generations: int = _f(8, "Candidates per context (the paper: 8).")
-    contexts_per_update: int = _f(40, "Contexts per optimizer update (the paper: 40).")
-    contexts_per_epoch: int = _f(640, "Contexts per epoch (the paper: 640).")
+    num_generations: int = _f(8, "Candidates per context (the paper: 8).", lo=1)
+    contexts_per_update: int = _f(40, "Contexts per optimizer update (the paper: 40).", lo=1)
+    contexts_per_epoch: int = _f(640, "Contexts per epoch (the paper: 640).", lo=1)
     max_prompt_chars: int | None = _f(None, "Drop contexts whose prompt is longer (None: keep all).")
-    max_completion_length: int = _f(1024, "Proposer completion length limit, tokens.")
+    max_completion_length: int = _f(1024, "Proposer completion length limit, tokens.", lo=1)
     temperature: float = _f(1.0, "Policy sampling temperature during rollouts.")
     beta: float = _f(0.0, "KL coefficient (0: no reference model).")
     seed_harnesses: list[str] = _f(["minimal"], "Seed harnesses contexts start from (names, .py paths, or style:NAME).")
@@ -136,7 +137,7 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     multistep: bool = _f(False, "Multistep variant: contexts from revision sequences of the policy as it is when "
                          "the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = _f(2, "Multistep: a context's harness is the best after k in [0, this] rounds.")
-    multistep_candidates: int = _f(2, "Multistep: candidates per revision round when building sequences.")
+    multistep_candidates: int = _f(2, "Multistep: candidates per revision round when building sequences.", lo=1)
     rollouts: str | None = _f(None, "Rollout export JSONL (default: OUTPUT_DIR/rollouts.jsonl).")
 
 
@@ -203,17 +204,12 @@ def build_config(cls: type[C], raw: dict[str, Any], where: str = "config") -> C:
 
 
 def _check_ranges(cfg: Any) -> None:
-    for name in ("n_feedback", "n_score", "num_generations", "contexts_per_update", "contexts_per_epoch",
-                 "micro_batch", "candidates", "contexts_per_family", "lora_r", "max_completion_length"):
-        v = getattr(cfg, name, None)
-        if isinstance(v, int) and v < 1:
-            raise UserError(f"config key {name!r} must be >= 1 (got {v})")
+    """Bounds and choices through the settings engine, then the executor option."""
+    check_settings(cfg, label="config key '{}'")
     if hasattr(cfg, "executor"):
         from harnesslearn.sandbox.executors import parse_executor
 
         parse_executor(cfg.executor)
-    if getattr(cfg, "isolation", "auto") not in ("auto", "bwrap", "landlock", "none"):
-        raise UserError(f"config key 'isolation' must be auto, bwrap, landlock or none (got {cfg.isolation!r})")
 
 
 def load_config(cls: type[C], path: str | Path) -> C:

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.evaluation import improves
-from harnesslearn.harness import SEEDS, Harness, check_source, load_harness, normalise
-from harnesslearn.proposer import Prime, Style
+from harnesslearn.formats import PromptContext, ProposerFormat
+from harnesslearn.harness import Harness, resolve_harness
+from harnesslearn.proposer import Style
+from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.seeding import child_seed
 
@@ -54,14 +55,8 @@ class Context:
 
     def row(self) -> dict[str, Any]:
         """The dataset row TRL sees: ``prompt`` plus the columns the reward function needs."""
-        return {
-            "prompt": self.prompt,
-            "context_id": self.id,
-            "task_spec": self.task_spec,
-            "seed": self.seed,
-            "parent_source": self.harness.source,
-            "rounds": self.rounds,
-        }
+        return {"prompt": self.prompt, "context_id": self.id, "task_spec": self.task_spec, "seed": self.seed,
+                "parent_source": self.harness.source, "rounds": self.rounds}
 
 
 def task_spec(family: str) -> str:
@@ -70,17 +65,8 @@ def task_spec(family: str) -> str:
 
 
 def seed_harness(ref: str) -> Harness:
-    """A seed harness from a shipped name, ``style:NAME`` or a ``.py`` path."""
-    if ref.startswith("style:"):
-        from harnesslearn.training.seed_styles import style_source
-
-        src = normalise(style_source(ref.split(":", 1)[1]))
-        if check_source(src) is not None:  # a bug in seed_styles.py, not a user mistake
-            raise ValueError(f"seed style {ref} is not a valid harness")
-        return Harness(source=src, name=ref)
-    if ref not in SEEDS and not Path(ref).is_file():
-        raise UserError(f"seed harness {ref!r}: give {', '.join(SEEDS)}, style:NAME or a .py file")
-    return load_harness(ref)
+    """A seed harness from a shipped name, ``style:NAME`` or a ``.py`` path (``harness.resolve_harness``)."""
+    return resolve_harness(ref)
 
 
 def plan_contexts(
@@ -103,40 +89,38 @@ def plan_contexts(
 
 @dataclass
 class Builder:
-    """What realising a context needs: the executor (with the solver), split sizes, prompt
-    settings, and for multistep the proposer backend and its sampling settings."""
+    """What realising a context needs: the executor (with the solver), split sizes, the proposer format
+    and prompt settings, and for multistep the proposer backend and its sampling settings."""
 
-    executor: Any
+    executor: HarnessExecutor
     n_feedback: int
     n_score: int
+    fmt: ProposerFormat
     n_traces: int = 4
     style: Style = "canonical"
-    prime: Prime = "search"
     budgets: Budgets | None = None
     proposer: Any = None  # a ModelBackend (multistep only)
     candidates: int = 2
     temperature: float = 1.0
     max_tokens: int = 512
-    form: str = "plain"  # plain: build_prompt; chat: build_messages rendered by ``render``
-    render: Any = None  # chat form: messages -> the prompt text the policy continues (model_io.chat_text)
+    render: Any = None  # chat formats: messages -> the prompt text the policy continues (model_io.chat_text)
 
     def prompt(self, task: Any, harness: Harness, fb: Any, history: list[Any], rng_seed: int) -> str:
-        """The context's prompt text in this builder's form (the test-time prompt)."""
-        from harnesslearn.proposer import build_messages, build_prompt
-
-        if self.form == "chat":
-            if self.render is None:
-                raise ValueError("the chat form needs a render function")
-            msgs = build_messages(task, harness, fb, history, style=self.style, n_traces=self.n_traces,
-                                  rng_seed=rng_seed, prime="rewrite" if self.prime == "rewrite" else "none")
-            return str(self.render(msgs))
-        return build_prompt(task, harness, fb, history, style=self.style, prime=self.prime,
-                            n_traces=self.n_traces, rng_seed=rng_seed)
+        """The context's prompt text in this builder's format (the test-time prompt, rendered)."""
+        p = self.fmt.render(PromptContext(task, harness, fb, history, style=self.style, n_traces=self.n_traces,
+                                          rng_seed=rng_seed))
+        if isinstance(p, str):
+            return p
+        if self.render is None:
+            raise ValueError("a chat format needs a render function")
+        return str(self.render(p))
 
     async def realise(self, plan: ContextPlan, tasks: dict[str, Any]) -> Context:
-        from harnesslearn.edits import apply_proposal
+        """The context's harness (for multistep, after ``plan.rounds`` rounds of revision by the policy,
+        each through ``rounds.revise``/``rounds.select``) and its prompt."""
         from harnesslearn.evaluation import evaluate
-        from harnesslearn.proposer import Attempt, propose
+        from harnesslearn.proposer import Attempt
+        from harnesslearn.rounds import revise, select
 
         task = tasks[plan.task_spec]
         harness = seed_harness(plan.seed_harness)
@@ -155,20 +139,14 @@ class Builder:
             if parent_J is None:
                 parent_J = await score(harness)
             prompt = self.prompt(task, harness, fb, history, plan.seed + rnd)
-            texts = await propose(self.proposer, prompt, self.candidates, temperature=self.temperature,
-                                  max_tokens=self.max_tokens, seed=plan.seed * 31 + rnd * 7)
-            best: tuple[float, Harness] | None = None
-            for i, text in enumerate(texts):
-                ed = apply_proposal(harness.source, text)
-                J = None
-                if ed.valid and ed.source is not None:
-                    child = Harness(ed.source, parent_id=harness.id, edit=text)
-                    J = await score(child)
-                    if J is not None and improves(J, parent_J) and (best is None or J > best[0]):
-                        best = (J, child)
-                history.append(Attempt(rnd + 1, i, ed.valid, str(ed.reason) if ed.reason else None, parent_J, J, text))
-            if best is not None:
-                parent_J, harness = best
+            cands = await revise(harness, prompt, self.fmt, self.proposer, self.candidates, score=score,
+                                 seed=plan.seed, round=rnd + 1, temperature=self.temperature,
+                                 max_tokens=self.max_tokens, concurrent=False)
+            history += [Attempt(rnd + 1, c.index, c.edit.valid, str(c.edit.reason) if c.edit.reason else None,
+                                parent_J, c.J, c.proposal) for c in cands]
+            best = select(cands, parent_J)
+            if best is not None and best.harness is not None:
+                parent_J, harness = best.J, best.harness
         fb = await evaluate(harness, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
                             progress=False)
         prompt = self.prompt(task, harness, fb, history, plan.seed)

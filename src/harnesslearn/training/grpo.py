@@ -38,10 +38,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harnesslearn.errors import UserError
+from harnesslearn.formats import ProposerFormat, resolve
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import ExecutorConfig
+from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.config import GRPOTrainConfig, trainer_kwargs
 from harnesslearn.training.contexts import (
@@ -142,10 +144,10 @@ class ExecutionReward:
 
     __name__ = "execution_reward"
 
-    def __init__(self, runner: LoopThread, executor: Any, tasks: dict[str, Any], sink: RolloutSink, *,
-                 n_score: int, budgets: Budgets | None, max_completion_length: int = 10**9,
+    def __init__(self, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any], sink: RolloutSink, *,
+                 n_score: int, budgets: Budgets | None, fmt: ProposerFormat, max_completion_length: int = 10**9,
                  clock: PhaseClock | None = None) -> None:
-        self.runner, self.executor, self.tasks, self.sink = runner, executor, tasks, sink
+        self.runner, self.executor, self.tasks, self.sink, self.fmt = runner, executor, tasks, sink, fmt
         self.max_completion_length = max_completion_length
         self.n_score, self.budgets = n_score, budgets
         self.clock = clock or PhaseClock(GRPOHooks())
@@ -153,11 +155,10 @@ class ExecutionReward:
     def __call__(self, prompts: list[str], completions: list[str], context_id: list[str], task_spec: list[str],
                  seed: list[int], parent_source: list[str], trainer_state: Any = None,
                  log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
-        from harnesslearn.proposer import finish_completion
-
         ids = _.get("completion_ids") or [None] * len(completions)
-        proposals = [finish_completion(c, p, hit_max_tokens=ci is not None and len(ci) >= self.max_completion_length)
-                     for c, p, ci in zip(completions, prompts, ids, strict=True)]
+        proposals = [self.fmt.decode(c, p, hit_max_tokens=ci is not None and len(ci) >= self.max_completion_length,
+                                     source=s)
+                     for c, p, ci, s in zip(completions, prompts, ids, parent_source, strict=True)]
         parents = [Harness(source=s) for s in parent_source]
         requests = [RewardRequest(p, text, self.tasks[spec], int(sd))
                     for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
@@ -217,17 +218,23 @@ def open_store(run_dir: str | None, run_id: str, config: dict[str, Any]) -> Any:
     return store
 
 
+def training_format(cfg: GRPOTrainConfig) -> ProposerFormat:
+    """The proposer format the policy is trained in (``form`` x ``prime``; a chat prompt's rewrite is
+    continued from its rendered text, as the in-process engine continues it at test time)."""
+    return resolve(None, cfg.form, cfg.prime, prefill=True)
+
+
 def budgets_of(cfg: GRPOTrainConfig) -> Budgets:
     return Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
 
 
-def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: Any, tasks: dict[str, Any],
+def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any],
                    policy: Any = None, render: Any = None) -> list[Context]:
     plans = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
                           multistep_max_rounds=cfg.multistep_max_rounds if cfg.multistep else 0)
-    builder = Builder(executor, cfg.n_feedback, cfg.n_score, cfg.n_traces, cfg.style, cfg.prime, budgets_of(cfg),
-                      proposer=policy, candidates=cfg.multistep_candidates, temperature=cfg.temperature,
-                      max_tokens=cfg.max_completion_length, form=cfg.form, render=render)
+    builder = Builder(executor, cfg.n_feedback, cfg.n_score, training_format(cfg), cfg.n_traces, cfg.style,
+                      budgets_of(cfg), proposer=policy, candidates=cfg.multistep_candidates,
+                      temperature=cfg.temperature, max_tokens=cfg.max_completion_length, render=render)
     contexts = runner.run(realise_contexts(plans, builder, tasks))
     if cfg.max_prompt_chars is not None:
         contexts = [c for c in contexts if len(c.prompt) <= cfg.max_prompt_chars]
@@ -249,7 +256,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     t_model = time.perf_counter() - t0
     runner = LoopThread()
     rt = _open_runtime(cfg, runner)
-    executor = rt.executor
+    executor = rt.sandbox
     store = open_store(cfg.run_dir, "grpo", asdict(cfg))
     try:
         tasks = load_tasks([task_spec(f) for f in cfg.families])
@@ -267,7 +274,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
         hooks = hooks or GRPOHooks()
         clock = PhaseClock(hooks)
         reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg),
-                                 max_completion_length=cfg.max_completion_length, clock=clock)
+                                 fmt=training_format(cfg), max_completion_length=cfg.max_completion_length,
+                                 clock=clock)
         args = GRPOConfig(
             **trainer_kwargs(cfg),
             per_device_train_batch_size=micro,
@@ -287,7 +295,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
                                                              cfg.target_modules),
         )
         trainer.add_callback(clock.callback())
-        assert rt.solver is not None and executor is not None
+        assert rt.solver is not None
         hooks.on_start(GRPORun(trainer, rt.solver, sink, executor.isolation))
         t2 = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))

@@ -24,6 +24,7 @@ from typing import Any
 
 from harnesslearn.errors import InfraError
 from harnesslearn.harness import Harness
+from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.tasks.base import Task
 
@@ -60,7 +61,7 @@ async def harness_reward(
     parent: Harness,
     completion: str,
     task: Task,
-    executor: Any,
+    executor: HarnessExecutor,
     *,
     n: int,
     seed: int,
@@ -106,7 +107,7 @@ class RewardRequest:
 
 async def harness_rewards(
     requests: Sequence[RewardRequest],
-    executor: Any,
+    executor: HarnessExecutor,
     *,
     n: int,
     budgets: Budgets | None = None,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.harness import Harness, load_harness
+from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.seeding import child_seed
 from harnesslearn.training.config import SFTDataConfig
@@ -34,39 +35,27 @@ from harnesslearn.training.contexts import load_tasks, task_spec
 from harnesslearn.training.screen import KINDS, classify_revision, screen
 
 
-def continuation(proposal: str, prompt: str) -> str:
-    """The completion that continues ``prompt``: the proposal without the open block the prompt
-    already ends with (``proposer.primed_tail``)."""
-    from harnesslearn.proposer import primed_tail
-
-    tail = primed_tail(prompt)
-    return proposal[len(tail):] if tail and proposal.startswith(tail) else proposal
-
-
-async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: Any, task: Any, seed_h: Harness, ctx_index: int,
+async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecutor, task: Any, seed_h: Harness, ctx_index: int,
                        store: Any) -> tuple[list[dict[str, Any]], Counter[str]]:
-    from harnesslearn.edits import apply_proposal
     from harnesslearn.evaluation import evaluate
-    from harnesslearn.proposer import build_prompt, propose
+    from harnesslearn.formats import PlainSearch, PromptContext, continuation
+    from harnesslearn.rounds import revise
 
     budgets = Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
     pseed = child_seed(cfg.seed, ctx_index)
     fb = await evaluate(seed_h, task, "feedback", cfg.n_feedback, pseed, executor, budgets, progress=False)
     before = await evaluate(seed_h, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
-    prompt = build_prompt(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)
-    texts = await propose(teacher, prompt, cfg.candidates, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                          seed=pseed)
+    fmt = PlainSearch()  # the teacher continues a plain prompt that ends in an open SEARCH marker
+    prompt = str(fmt.render(PromptContext(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)))
+    cands = await revise(seed_h, prompt, fmt, teacher, cfg.candidates, seed=pseed, round=0,
+                         temperature=cfg.temperature, max_tokens=cfg.max_tokens)
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()
-    edits = [apply_proposal(seed_h.source, t) for t in texts]
 
     async def judge(i: int) -> dict[str, Any] | None:
-        ed, text = edits[i], texts[i]
+        ed, text = cands[i].edit, cands[i].proposal
         if store is not None:
-            store.save_proposal("sft-data", ctx_index, i, parent_id=seed_h.id, prompt=prompt, raw=text,
-                                parsed=ed.parsed, produced=ed.produced, valid=ed.valid,
-                                reason=str(ed.reason) if ed.reason else None, detail=ed.detail,
-                                n_blocks=ed.n_blocks, harness_id=ed.harness_id)
+            store.save_proposal("sft-data", ctx_index, i, parent_id=seed_h.id, prompt=prompt, raw=text, edit=ed)
         if not (ed.valid and ed.source is not None):
             counts["invalid_edit"] += 1
             return None
@@ -93,7 +82,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: Any, task: An
             },
         }
 
-    kept = [r for r in await asyncio.gather(*(judge(i) for i in range(len(texts)))) if r is not None]
+    kept = [r for r in await asyncio.gather(*(judge(i) for i in range(len(cands)))) if r is not None]
     return kept, counts
 
 
@@ -120,7 +109,7 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     try:
         async with SolverRuntime(cfg.solver, base_url=cfg.solver_base_url, executor=cfg.executor,
                                  config=ExecutorConfig(**kw), concurrency=cfg.concurrency) as rt:
-            ex = rt.executor
+            ex = rt.sandbox
             jobs = [
                 _one_context(cfg, teacher, ex, task, seed_h, fi * cfg.contexts_per_family + c, store)
                 for fi, task in enumerate(tasks.values()) for c in range(cfg.contexts_per_family)

@@ -9,7 +9,7 @@ continued). Candidates:
 - ``zoo:NAME``: every reasoning zoo harness built for the task (``zoo.build``), inlined into
   ``solve`` and written as the completion of the rewrite prefill (``zoo_edits.zoo_revision``);
 - ``self:i``: ``samples`` completions of the proposer backend on the same prompt
-  (``proposer.sample_one``, the test-time sampler).
+  (``rounds.revise``, the test-time round).
 
 Each candidate is applied with ``edits.apply_proposal`` and kept when the edit is valid, passes the
 quality screen (``screen.screen`` with the context's feedback and score questions) and strictly
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnesslearn.harness import Harness
+from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.screen import KINDS, classify_revision, screen
 
@@ -50,71 +51,76 @@ class ZooSFTSettings:
     labels: dict[str, str] = field(default_factory=dict)  # extra provenance (solver, proposer)
 
 
-async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Any, render: Render,
+async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: HarnessExecutor, render: Render,
                        settings: ZooSFTSettings, proposer: Any = None) -> tuple[list[dict[str, Any]], Counter[str]]:
     """The kept rows of one context and the counts of what happened to every candidate."""
     from harnesslearn import zoo
-    from harnesslearn.edits import apply_proposal
     from harnesslearn.evaluation import evaluate, improves
-    from harnesslearn.proposer import as_proposal, build_messages, candidate_seed, sample_one
-    from harnesslearn.training.zoo_edits import EditMismatch, zoo_revision
+    from harnesslearn.formats import ChatPrefill, PromptContext, continuation
+    from harnesslearn.rounds import judge, revise
+    from harnesslearn.training.zoo_edits import EditMismatch
 
     s = settings
+    fmt = ChatPrefill()  # the chat prompt with the rewrite prefill: what the in-process engine continues
     fb, before = await asyncio.gather(
         evaluate(seed_h, task, "feedback", s.n_feedback, pseed, executor, s.budgets, progress=False),
         evaluate(seed_h, task, "score", s.n_score, pseed, executor, s.budgets, progress=False))
-    msgs = build_messages(task, seed_h, fb, n_traces=s.n_traces, rng_seed=pseed, prime="rewrite")
+    msgs = fmt.render(PromptContext(task, seed_h, fb, n_traces=s.n_traces, rng_seed=pseed))
     prompt = render(msgs)
-    tail = msgs[-1]["content"]
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()
-    cands: list[tuple[str, str]] = []  # (source label, completion)
+    proposals: list[tuple[str, str]] = []  # (source label, proposal text)
     for name in s.zoo_names:
         if name not in zoo.names(task):
             continue
         try:
-            completion, _ = zoo_revision(seed_h.source, zoo.build(name, task, pseed).source, "rewrite")
+            completion = fmt.target(seed_h.source, zoo.build(name, task, pseed).source)
         except (EditMismatch, ValueError):
             counts["zoo_not_expressible"] += 1
             continue
-        cands.append((f"zoo:{name}", completion))
+        proposals.append((f"zoo:{name}", fmt.decode(completion, msgs)))
     if proposer is not None and s.samples:
-        outs = await asyncio.gather(*(sample_one(proposer, msgs, temperature=s.temperature, max_tokens=s.max_tokens,
-                                                 seed=candidate_seed(pseed, 0, i)) for i in range(s.samples)))
-        for i, (text, comp, _) in enumerate(outs):
-            # the proposal is the prefill + the completion; keep the completion (what the model wrote)
-            cands.append((f"self:{i}", text[len(tail):] if text.startswith(tail) else comp.text))
+        sampled = await revise(seed_h, msgs, fmt, proposer, s.samples, seed=pseed, round=0,
+                               temperature=s.temperature, max_tokens=s.max_tokens)
+        proposals += [(f"self:{c.index}", c.proposal) for c in sampled]
 
-    async def judge(label: str, completion: str) -> dict[str, Any] | None:
-        proposal = as_proposal(completion, tail) if not completion.lstrip().startswith("<<<<<<<") else completion
-        ed = apply_proposal(seed_h.source, proposal)
-        if not (ed.valid and ed.source is not None):
-            counts[f"{label.split(':')[0]}:invalid_edit"] += 1
-            return None
-        rejected = screen(ed.source, questions=questions, max_chars=s.max_source_chars, max_lines=s.max_source_lines)
+    cands = await judge(seed_h, proposals)  # applied; the valid ones that pass the screen are scored, at once
+    evs: dict[int, Any] = {}
+
+    async def score(c: Any) -> None:
+        evs[c.index] = await evaluate(c.harness, task, "score", s.n_score, pseed, executor, s.budgets, progress=False)
+        c.J = evs[c.index].J
+
+    await asyncio.gather(*(score(c) for c in cands if c.harness is not None and not screen(
+        c.harness.source, questions=questions, max_chars=s.max_source_chars, max_lines=s.max_source_lines)))
+
+    rows: list[dict[str, Any]] = []
+    for c in cands:
+        src = c.label.split(":")[0]
+        if c.harness is None:
+            counts[f"{src}:invalid_edit"] += 1
+            continue
+        rejected = screen(c.harness.source, questions=questions, max_chars=s.max_source_chars,
+                          max_lines=s.max_source_lines)
         if rejected:
-            counts.update(f"{label.split(':')[0]}:screen:{r}" for r in rejected)
-            return None
-        child = Harness(ed.source, parent_id=seed_h.id, edit=proposal)
-        after = await evaluate(child, task, "score", s.n_score, pseed, executor, s.budgets, progress=False)
-        if after.J is None or before.J is None:
-            counts[f"{label.split(':')[0]}:infra_error"] += 1
-            return None
-        if not improves(after.J, before.J):
-            counts[f"{label.split(':')[0]}:not_improved"] += 1
-            return None
-        counts[f"{label.split(':')[0]}:kept"] += 1
-        return {
-            "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}],
-            "provenance": {
-                "source": label, "family": task.family, "task": task.spec, "seed": pseed,
-                "J_before": before.J, "J_after": after.J, "completion_rate": after.completion_rate,
-                "kind": classify_revision(seed_h.source, ed.source), "parent_id": seed_h.id,
-                "harness_id": child.id, "n_score": s.n_score, "form": "chat", "prime": "rewrite", **s.labels,
-            },
-        }
-
-    rows = [r for r in await asyncio.gather(*(judge(lb, c) for lb, c in cands)) if r is not None]
+            counts.update(f"{src}:screen:{r}" for r in rejected)
+        elif c.J is None or before.J is None:
+            counts[f"{src}:infra_error"] += 1
+        elif not improves(c.J, before.J):
+            counts[f"{src}:not_improved"] += 1
+        else:
+            counts[f"{src}:kept"] += 1
+            rows.append({
+                "messages": [{"role": "user", "content": prompt},
+                             {"role": "assistant", "content": continuation(c.proposal, msgs)}],
+                "provenance": {  # type: ignore[dict-item]
+                    "source": c.label, "family": task.family, "task": task.spec, "seed": pseed,
+                    "J_before": before.J, "J_after": c.J, "completion_rate": evs[c.index].completion_rate,
+                    "kind": classify_revision(seed_h.source, c.harness.source),
+                    "parent_id": seed_h.id, "harness_id": c.harness.id, "n_score": s.n_score, "form": "chat",
+                    "prime": "rewrite", **s.labels,
+                },
+            })
     return rows, counts
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from harnesslearn.settings import check_settings, setting
 from harnesslearn.tasks.families import family_set
 
 STAGES = ("sftdata", "sft", "grpo", "eval")
@@ -16,54 +17,57 @@ ARMS = ("zoo", "base", "sft", "rl")
 
 @dataclass
 class TransferSettings:
-    model: str  # transformers folder of the base model: the frozen solver and the proposer to train
-    work: str = "/tmp/q12w"  # working folder; WORK/ret is what comes back through $OUT
-    engine: str = "vllm"  # how the solver and the proposers are served: vllm (GPU) | hf (in process)
-    solver: str = ""  # a solver spec instead of the model on the engine (CPU smoke: a python: solver)
-    stages: tuple[str, ...] = STAGES
-    force: bool = False  # rerun stages already marked done
-    seed: int = 0
-    isolation: str = "auto"
-    concurrency: int = 192  # sandboxed harness runs in flight
-    timeout: float = 60.0  # one solve() call, not counting model waits
-    max_tokens: int = 768  # proposer completion limit (eval, GRPO, self samples)
-    solver_memory: float = 0.3  # vLLM's share of GPU memory while the policy trains beside it
-    cpu: bool = False  # train on the CPU (no bf16)
-    targets: str = "q_proj,k_proj,v_proj,o_proj"  # LoRA target modules
-    lora_r: int = 32
-    families_train: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-train")))
+    model: str = setting("", None, "transformers folder of the base model: the frozen solver and the proposer to train")
+    work: str = setting("/tmp/q12w", None, "working folder; WORK/ret is what comes back through $OUT")
+    engine: str = setting("vllm", None, "how the solver and the proposers are served: vllm (GPU) | hf (in process)")
+    solver: str = setting("", None, "a solver spec instead of the model on the engine (CPU smoke: a python: solver)")
+    stages: tuple[str, ...] = setting(STAGES, None, "the stages to run, in order: sftdata, sft, grpo, eval")
+    force: bool = setting(False, None, "rerun stages already marked done")
+    seed: int = setting(0, None, "seed of the training contexts")
+    isolation: str = setting("auto", None, "sandbox isolation: auto | bwrap | landlock | none")
+    concurrency: int = setting(192, None, "sandboxed harness runs in flight", lo=1)
+    timeout: float = setting(60.0, None, "one solve() call, not counting model waits")
+    max_tokens: int = setting(768, None, "proposer completion limit (eval, GRPO, self samples)", lo=1)
+    solver_memory: float = setting(0.3, None, "vLLM's share of GPU memory while the policy trains beside it")
+    cpu: bool = setting(False, None, "train on the CPU (no bf16)")
+    targets: str = setting("q_proj,k_proj,v_proj,o_proj", None, "LoRA target modules")
+    lora_r: int = setting(32, None, "LoRA rank (alpha is twice it)", lo=1)
+    families_train: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-train")),
+                                            metadata={"help": "training families (paper-train)"})
     # sftdata: zoo revisions and best-of-N self samples, kept on a strict score-split gain
-    contexts_sft: int = 6  # contexts per training family
-    n_feedback: int = 4
-    n_score_sft: int = 8
-    self_samples: int = 4
-    minutes_sftdata: float = 4.0
+    contexts_sft: int = setting(6, None, "contexts per training family", lo=1)
+    n_feedback: int = setting(4, None, "feedback-split problems of a context", lo=1)
+    n_score_sft: int = setting(8, None, "score-split problems a kept SFT row must gain on", lo=1)
+    self_samples: int = setting(4, None, "best-of-N samples of the proposer itself per context (0: zoo only)", lo=0)
+    minutes_sftdata: float = setting(4.0, None, "deadline of the sftdata stage, minutes")
     # sft: LoRA on the kept rows
-    lr_sft: float = 1e-4
-    epochs_sft: float = 3.0
-    max_length_sft: int = 4096  # tokens of prompt + completion (longer rows are truncated)
-    minutes_sft: float = 5.0
+    lr_sft: float = setting(1e-4, None, "SFT learning rate")
+    epochs_sft: float = setting(3.0, None, "SFT epochs")
+    max_length_sft: int = setting(4096, None, "tokens of prompt + completion (longer rows are truncated)", lo=1)
+    minutes_sft: float = setting(5.0, None, "deadline of the sft stage, minutes")
     # grpo: the exact reward, chat form with the rewrite prefill
-    minutes_grpo: float = 5.0
-    grpo_from_base: bool = False
-    lr_grpo: float = 2e-5
-    max_steps_grpo: int = 12
-    contexts_per_update: int = 4
-    num_generations: int = 8
-    n_score_grpo: int = 4
-    micro_batch: int = 8
+    minutes_grpo: float = setting(5.0, None, "deadline of the grpo stage, minutes")
+    grpo_from_base: bool = setting(False, None, "start GRPO from the base model instead of the SFT adapter")
+    lr_grpo: float = setting(2e-5, None, "GRPO learning rate")
+    max_steps_grpo: int = setting(12, None, "GRPO updates at most", lo=1)
+    contexts_per_update: int = setting(4, None, "GRPO contexts per update", lo=1)
+    num_generations: int = setting(8, None, "GRPO candidates per context", lo=1)
+    n_score_grpo: int = setting(4, None, "score-split problems of the GRPO reward", lo=1)
+    micro_batch: int = setting(8, None, "sequences per forward pass in training", lo=1)
     # eval: one revision of the minimal seed per unseen family by each proposer arm, and the zoo
-    minutes_eval: float = 8.0
-    arms: tuple[str, ...] = ARMS
-    families_eval: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-eval")))
-    k: int = 4  # proposals per (arm, family)
-    n_score_eval: int = 6
-    n_test_eval: int = 12
-    eval_seed: int = 1234
+    minutes_eval: float = setting(8.0, None, "deadline of the eval stage, minutes")
+    arms: tuple[str, ...] = setting(ARMS, None, "proposer arms to evaluate: zoo, base, sft, rl")
+    families_eval: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-eval")),
+                                           metadata={"help": "unseen families of the table (paper-eval)"})
+    k: int = setting(4, None, "proposals per (arm, family)", lo=1)
+    n_score_eval: int = setting(6, None, "score-split problems (selection) per family", lo=1)
+    n_test_eval: int = setting(12, None, "test-split problems per family (reported)", lo=1)
+    eval_seed: int = setting(1234, None, "problem seed of the eval stage")
 
     def __post_init__(self) -> None:
         from harnesslearn.errors import UserError
 
+        check_settings(self, label="--{}")
         bad = [s for s in self.stages if s not in STAGES]
         if bad:
             raise UserError(f"unknown stage(s) {', '.join(bad)}; choose from {', '.join(STAGES)}")

@@ -119,7 +119,7 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 
         async def one(job: tuple[str, int]) -> Any:
             f, pseed = job
-            return await context_rows(tasks[f], seed_h, pseed, rt.executor, render, settings, proposer=proposer)
+            return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
 
         def done(job: Any, r: Any) -> None:
             rows, c = r
@@ -174,7 +174,7 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
                           if s.engine == "vllm" else f"hf:{s.model}?max_batch=256")
     cfg = GRPOTrainConfig(
         solver=solver, families=list(s.families_train), n_feedback=s.n_feedback, n_score=s.n_score_grpo, n_traces=3,
-        timeout_s=s.timeout, max_calls=16, max_tokens_per_problem=8192, isolation=s.isolation,
+        timeout_s=s.timeout, max_calls=16, max_tokens_per_problem=8192, isolation=s.isolation,  # type: ignore[arg-type]
         concurrency=s.concurrency, seed=s.seed + 7, run_dir=str(work / "grpo_run"), model=s.model,
         adapter=str(adapter) if adapter else None, output_dir=str(work / "grpo"), learning_rate=s.lr_grpo,
         max_steps=s.max_steps_grpo, micro_batch=s.micro_batch, save_steps=10**6, report_to="none", bf16=not s.cpu,
@@ -232,10 +232,10 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
 
 async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     from harnesslearn import zoo
-    from harnesslearn.edits import apply_proposal
-    from harnesslearn.evaluation import evaluate, improves
+    from harnesslearn.evaluation import evaluate
+    from harnesslearn.formats import PromptContext, resolve
     from harnesslearn.harness import Harness, load_harness
-    from harnesslearn.proposer import build_messages, candidate_seed, sample_one
+    from harnesslearn.rounds import best_of, revise, select
     from harnesslearn.tasks import load_task
 
     t0 = time.time()
@@ -247,8 +247,7 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
     async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
         arms = await proposers(s, rt, ret, work)
-        ex = rt.executor
-        assert ex is not None
+        ex = rt.sandbox
         seeds: dict[str, Any] = {}
         locks: dict[str, asyncio.Lock] = {}
 
@@ -274,37 +273,38 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
                                    "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.k,
                                    "n_score": s.n_score_eval, "n_test": s.n_test_eval, "eval_seed": s.eval_seed,
                                    "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": scores(te)}
-            cands: list[tuple[str, Harness]] = []
-            if arm == "zoo":
-                cands = [(name, zoo.build(name, task, s.eval_seed)) for name in zoo.names(task)]
-                row.update(proposals=len(cands), valid=len(cands))
+            async def score(h: Harness) -> float | None:
+                return (await evaluate(h, task, "score", s.n_score_eval, s.eval_seed, ex, b, progress=False)).J
+
+            picked: tuple[str, Harness, float | None] | None = None
+            if arm == "zoo":  # the best zoo harness by score split, whatever the seed scored
+                hs = {name: zoo.build(name, task, s.eval_seed) for name in zoo.names(task)}
+                js = dict(zip(hs, await asyncio.gather(*(score(h) for h in hs.values())), strict=True))
+                row.update(proposals=len(hs), valid=len(hs), candidate_score_J=js)
+                top = best_of([(j, name) for name, j in js.items()])
+                picked = (top[1], hs[top[1]], top[0]) if top is not None else None
             else:
                 proposer = arms[arm]
                 assert proposer is not None
-                msgs = build_messages(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed, prime="rewrite")
-                outs = await asyncio.gather(*(sample_one(proposer, msgs, temperature=0.8, max_tokens=s.max_tokens,
-                                                         seed=candidate_seed(s.eval_seed, 0, i)) for i in range(s.k)))
-                eds = [apply_proposal(seed_h.source, text) for text, _, _ in outs]
-                reasons: Counter[str] = Counter(str(e.reason) for e in eds if not e.valid)
-                cands = [(f"p{i}", Harness(e.source, parent_id=seed_h.id)) for i, e in enumerate(eds)
-                         if e.valid and e.source is not None]
-                row.update(proposals=len(eds), parsed=sum(e.parsed for e in eds), valid=len(cands),
-                           invalid_reasons=dict(reasons), uses_python=sum("model.python" in h.source for _, h in cands),
-                           proposal_texts=[o[0][-3000:] for o in outs])
-            evs = await asyncio.gather(*(evaluate(h, task, "score", s.n_score_eval, s.eval_seed, ex, b,
-                                                  progress=False) for _, h in cands))
-            row["candidate_score_J"] = {name: ev.J for (name, _), ev in zip(cands, evs, strict=True)}
-            best: tuple[str, Harness, float] | None = None
-            ref = None if arm == "zoo" else sc.J  # the zoo row is the best zoo harness, whatever the seed scored
-            for (name, h), ev in zip(cands, evs, strict=True):
-                if ev.J is not None and improves(ev.J, ref if best is None else best[2]):
-                    best = (name, h, ev.J)
-            if best is None:
+                fmt = resolve(proposer, "chat", "rewrite")  # prefilled where the engine continues a turn
+                prompt = fmt.render(PromptContext(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed))
+                cands = await revise(seed_h, prompt, fmt, proposer, s.k, score=score, seed=s.eval_seed, round=0,
+                                     temperature=0.8, max_tokens=s.max_tokens)
+                valid = [c for c in cands if c.harness is not None]
+                row.update(format=fmt.name, proposals=len(cands), parsed=sum(c.edit.parsed for c in cands),
+                           valid=len(valid), invalid_reasons=dict(Counter(str(c.edit.reason) for c in cands
+                                                                          if c.harness is None)),
+                           uses_python=sum("model.python" in (c.harness.source if c.harness else "") for c in cands),
+                           candidate_score_J={f"p{c.index}": c.J for c in valid},
+                           proposal_texts=[c.proposal[-3000:] for c in cands])
+                best = select(cands, sc.J)
+                picked = (f"p{best.index}", best.harness, best.J) if best and best.harness else None
+            if picked is None:
                 row.update(picked="seed", score_J=sc.J, test_J=te.J, after_scores=scores(te), improved=False)
             else:
-                tev = await evaluate(best[1], task, "test", s.n_test_eval, s.eval_seed, ex, b, progress=False)
-                row.update(picked=best[0], score_J=best[2], test_J=tev.J, after_scores=scores(tev), improved=True,
-                           picked_source=best[1].source)
+                tev = await evaluate(picked[1], task, "test", s.n_test_eval, s.eval_seed, ex, b, progress=False)
+                row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=scores(tev), improved=True,
+                           picked_source=picked[1].source)
             row["wall_s"] = round(time.time() - t, 1)
             return row
 

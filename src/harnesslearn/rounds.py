@@ -1,0 +1,140 @@
+"""One round of revision, written once: propose -> apply -> evaluate -> select.
+
+    candidates = await revise(parent, prompt, fmt, proposer, k, score=..., seed=...)
+    best = select(candidates, parent_J)          # the one tie rule
+
+- ``sample`` draws one proposal in a format (its stop strings, its decoding).
+- ``judge`` applies proposal texts to the parent (``edits.apply_proposal``, strict) and scores the
+  valid children on the score split; ``revise`` is ``sample`` k times + ``judge``.
+- ``best_of`` is the tie rule (highest J, the earliest on ties) and ``select`` adds the improvement
+  rule (``evaluation.improves``: strictly better than the parent). Adaptation (sequential,
+  independent), the zoo's pick, the multistep training contexts, both SFT-data generators, the
+  transfer experiment and the peers driver all choose through these two.
+- ``candidate_seed`` (``proposer``) is the one seed rule: candidate i of round r of a run seeded s.
+
+Resume and recording stay with the caller: ``recall(i)`` may return a proposal already made (then it is
+not sampled again) and ``record(candidate, completion, request)`` is called for each new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from harnesslearn.edits import EditResult, apply_proposal
+from harnesslearn.errors import InfraError
+from harnesslearn.evaluation import improves
+from harnesslearn.formats import ProposerFormat
+from harnesslearn.harness import Harness
+from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
+from harnesslearn.proposer import candidate_seed
+
+T = TypeVar("T")
+Score = Callable[[Harness], Awaitable["float | None"]]
+
+
+class ProposalFailed(Exception):
+    """The proposer's backend raised (not an infrastructure fault it reported) while making candidate
+    ``index`` of ``round``: nothing was recorded for it."""
+
+    def __init__(self, round: int, index: int, cause: BaseException) -> None:
+        super().__init__(f"round {round} candidate {index}: {type(cause).__name__}: {cause}")
+        self.round, self.index, self.cause = round, index, cause
+
+
+@dataclass
+class Candidate:
+    """One proposal and what became of it."""
+
+    index: int
+    proposal: str  # the proposal text (what edits.apply_proposal judged)
+    edit: EditResult
+    harness: Harness | None  # the child, when the edit is valid
+    J: float | None = None  # the child's score-split J (None: invalid, or not scored)
+    label: str = ""  # where it came from (e.g. "zoo:interpreter_loop", "self:0")
+
+
+async def sample(proposer: ModelBackend, fmt: ProposerFormat, prompt: str | Messages, *, temperature: float = 0.8,
+                 max_tokens: int = 1024, seed: int = 0, source: str | None = None
+                 ) -> tuple[str, Completion, GenerateRequest]:
+    """One proposal of ``proposer`` for ``prompt`` in ``fmt``: (proposal text, completion, request).
+    ``source``: the harness being revised (a ``chat-function`` reply becomes a block on its ``solve``).
+    A completion cut by ``max_tokens`` inside a rewritten body gets no REPLACE marker: invalid."""
+    req = GenerateRequest(prompt=prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                          stop=fmt.stop)
+    completion = await proposer.generate(req)
+    text = fmt.decode(completion.text, prompt, hit_max_tokens=completion.completion_tokens >= max_tokens,
+                      source=source)
+    return text, completion, req
+
+
+async def judge(parent: Harness, proposals: Sequence[str | tuple[str, str]], score: Score | None = None, *,
+                concurrent: bool = True) -> list[Candidate]:
+    """Each proposal applied to ``parent``; valid children scored with ``score`` (all at once, or in
+    order when ``concurrent`` is False). A proposal may be given as ``(label, text)``."""
+    cands = []
+    for i, p in enumerate(proposals):
+        label, text = p if isinstance(p, tuple) else ("", p)
+        ed = apply_proposal(parent.source, text)
+        child = Harness(ed.source, parent_id=parent.id, edit=text) if ed.valid and ed.source is not None else None
+        cands.append(Candidate(i, text, ed, child, None, label))
+    if score is not None:
+        async def one(c: Candidate) -> None:
+            if c.harness is not None:
+                c.J = await score(c.harness)
+
+        if concurrent:
+            await asyncio.gather(*(one(c) for c in cands))
+        else:
+            for c in cands:
+                await one(c)
+    return cands
+
+
+async def revise(parent: Harness, prompt: str | Messages, fmt: ProposerFormat, proposer: ModelBackend, k: int, *,
+                 score: Score | None = None, seed: int = 0, round: int = 1, temperature: float = 0.8,
+                 max_tokens: int = 1024, concurrent: bool = True,
+                 recall: Callable[[int], str | None] | None = None,
+                 record: Callable[[Candidate, Completion, GenerateRequest], None] | None = None) -> list[Candidate]:
+    """``k`` proposals revising ``parent`` (candidate i sampled with ``candidate_seed(seed, round, i)``),
+    applied and scored. See the module docstring for ``recall`` and ``record``."""
+    async def draw(i: int) -> str:
+        old = recall(i) if recall is not None else None
+        if old is not None:
+            return old
+        try:
+            text, comp, req = await sample(proposer, fmt, prompt, temperature=temperature, max_tokens=max_tokens,
+                                           seed=candidate_seed(seed, round, i), source=parent.source)
+        except InfraError:
+            raise
+        except Exception as e:
+            raise ProposalFailed(round, i, e) from e
+        if record is not None:
+            (c,) = await judge(parent, [text])
+            c.index = i
+            record(c, comp, req)
+        return text
+
+    if concurrent:
+        texts = list(await asyncio.gather(*(draw(i) for i in range(k))))
+    else:
+        texts = [await draw(i) for i in range(k)]
+    return await judge(parent, texts, score, concurrent=concurrent)
+
+
+def best_of(scored: Sequence[tuple[float | None, T]]) -> tuple[float, T] | None:
+    """The tie rule: the item with the highest J, the earliest on ties; None when nothing is scored."""
+    out: tuple[float, T] | None = None
+    for J, item in scored:
+        if J is not None and (out is None or J > out[0]):
+            out = (J, item)
+    return out
+
+
+def select(cands: Sequence[Candidate], parent_J: float | None) -> Candidate | None:
+    """The candidate that replaces a parent scoring ``parent_J``: the best scored one (``best_of``)
+    when it strictly improves on the parent (``evaluation.improves``), else None."""
+    top = best_of([(c.J, c) for c in cands])
+    return top[1] if top is not None and improves(top[0], parent_J) else None
