@@ -76,3 +76,24 @@ def test_unknown_option():
 
 def test_unknown_command():
     _one_line_exit_2(cli("frobnicate"))
+
+
+def test_edit_a_noop_proposal_exits_3_with_no_change(tmp_path: Path):
+    """Issue 24: REPLACE equal to SEARCH is not a revision."""
+    line = "    return completion.strip()"
+    p = tmp_path / "noop.txt"
+    p.write_text(f"<<<<<<< SEARCH\n{line}\n=======\n{line}\n>>>>>>> REPLACE\n")
+    r = cli("edit", "minimal", str(p), "--json", "-o", str(tmp_path / "out.py"))
+    assert r.returncode == 3, r.stderr
+    out = json.loads(r.stdout)
+    assert out["valid"] is False and out["reason"] == "no_change" and not (tmp_path / "out.py").exists()
+
+
+def test_edit_a_3000_deep_expression_is_an_invalid_edit_not_a_traceback(tmp_path: Path):
+    """Issue 23: nesting that the parser cannot take is a syntax error of the proposal."""
+    deep = "-" * 3000 + "1"
+    p = tmp_path / "deep.txt"
+    p.write_text(f"<<<<<<< SEARCH\n    return completion.strip()\n=======\n    return {deep}\n>>>>>>> REPLACE\n")
+    r = cli("edit", "minimal", str(p), "--json")
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert json.loads(r.stdout)["reason"] == "syntax_error"

@@ -120,9 +120,21 @@ def test_all_or_nothing_when_second_block_fails():
     assert r.reason == Reason.NOT_FOUND and r.source is None and "block 2" in r.detail
 
 
-def test_noop_edit_is_valid_but_marked():
+def test_a_noop_edit_is_not_a_revision():
+    """Issue 24: a proposal that leaves the harness as it was (REPLACE = SEARCH, or blank lines only) is
+    invalid with its own reason, so it is never evaluated or counted as a revision."""
     r = apply_proposal(SRC, block("    return x.strip()", "    return x.strip()"))
-    assert r.valid and r.detail == "no change" and r.source == SRC
+    assert not r.valid and r.reason == Reason.NO_CHANGE and r.parsed and r.produced and r.source is None
+    r = apply_proposal(SRC, block("    return x.strip()", "\n    return x.strip()\n"))
+    assert r.reason == Reason.NO_CHANGE
+    assert apply_proposal(SRC, block("    return x.strip()", "    return x.strip()  # same")).valid
+
+
+def test_one_block_over_the_whole_file_is_a_rewrite():
+    new = "import re\n\ndef solve(model, question):\n    return re.sub('a', '', question)\n"
+    r = apply_proposal(SRC, block(SRC.rstrip("\n"), new.rstrip("\n")))
+    assert r.valid and r.kind == "rewrite" and r.source == new
+    assert apply_proposal(SRC, block("    return x.strip()", "    return x")).kind == "blocks"
 
 
 # ---- properties ------------------------------------------------------------------------

@@ -278,7 +278,8 @@ def test_the_format_is_decided_once_from_the_settings_and_the_backend() -> None:
     assert resolve(M(False, True), prime="rewrite").name == "plain-rewrite"
     assert resolve(M(True, True), form="plain", prime="rewrite").name == "plain-rewrite"
     assert resolve(None, "chat", "rewrite", prefill=True).name == "chat-prefill"  # training: the policy continues
-    assert set(FORMATS) == {"plain-search", "plain-rewrite", "chat-blocks", "chat-prefill", "chat-function"}
+    assert set(FORMATS) == {"plain-search", "plain-rewrite", "chat-blocks", "chat-prefill", "chat-function",
+                            "chat-file"}
 
 
 def test_every_format_writes_a_target_that_its_own_decoding_turns_back_into_the_child() -> None:
@@ -297,7 +298,7 @@ def test_every_format_writes_a_target_that_its_own_decoding_turns_back_into_the_
         completion = fmt.target(parent.source, child)
         r = apply_proposal(parent.source, fmt.decode(completion, prompt, source=parent.source))
         assert r.valid and r.source is not None, (name, r.reason, r.detail)
-        want = normalise(child) if name in ("plain-search", "chat-blocks") else None
+        want = normalise(child) if name in ("plain-search", "chat-blocks", "chat-file") else None
         # rewrite formats rebuild the child inside solve (helpers inlined); whole blocks give the file itself
         assert r.source == want if want else "model.python" in r.source and r.source.count("def solve(") == 1, name
         if want is None:

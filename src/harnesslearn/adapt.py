@@ -37,14 +37,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from harnesslearn.errors import InfraError, UserError
-from harnesslearn.evaluation import Evaluation, evaluate
+from harnesslearn.evaluation import Evaluation, evaluate, improves
 from harnesslearn.formats import PromptContext, ProposerFormat, resolve
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
@@ -57,6 +57,7 @@ from harnesslearn.tasks.base import Task
 from harnesslearn.taxonomy import classify_result
 
 if TYPE_CHECKING:
+    from harnesslearn.memory import Entry, Memory
     from harnesslearn.sandbox.protocol import HarnessExecutor as AnyExecutor
 
 ORACLE_LABEL = "oracle best-of-N: selected on the TEST split, an upper bound for comparison only"
@@ -102,6 +103,8 @@ class AdaptResult:
     oracle: OracleResult | None = None
     compare: dict[str, dict[str, Any]] | None = None  # strategy -> its result's JSON (compare only)
     zoo: list[dict[str, Any]] | None = None  # --zoo-baselines: each zoo harness's score and test J
+    memory_shown: list[str] = field(default_factory=list)  # ids of the memory entries the proposer saw
+    memory_added: str | None = None  # the id of this run's entry, when its best beat the seed
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -136,6 +139,7 @@ class Loop:
     settings: AdaptSettings
     progress: bool
     _counted: set[int] = field(default_factory=set)  # evaluations already counted below
+    memory: Sequence[Any] = ()  # the harness-memory entries every prompt of the run shows
     solver_calls: int = 0
     tokens: int = 0
     test_solver_calls: int = 0
@@ -180,7 +184,7 @@ class Loop:
     def fmt(self) -> ProposerFormat:
         """The proposer format, decided once from ``--proposer-form``/``--proposer-prime`` and the
         backend (``formats.resolve``)."""
-        return resolve(self.proposer, self.settings.form, self.settings.prime)
+        return resolve(self.proposer, self.settings.form, self.settings.prime, memory=bool(self.memory))
 
     def recall(self, round: int, idx: int) -> str | None:
         """Proposal ``idx`` of ``round`` as recorded by an earlier (interrupted) invocation."""
@@ -195,7 +199,7 @@ class Loop:
         call = CallRecord("proposer", {"seed": req.seed, "temperature": req.temperature, "max_tokens": req.max_tokens},
                           comp.text, comp.prompt_tokens, comp.completion_tokens, comp.latency_s)
         self.store.save_proposal(self.run_id, round, c.index, parent_id=parent.id, prompt=prompt_record(prompt),
-                                 raw=c.proposal, edit=c.edit, call=call)
+                                 raw=c.proposal, edit=c.edit, call=call, memory=[e.id for e in self.memory])
 
     async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages,
                          history: list[Attempt]) -> list[Candidate]:
@@ -226,7 +230,7 @@ class Loop:
 
     def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:
         return self.fmt.render(PromptContext(self.task, harness, feedback, history, n_traces=self.settings.n_traces,
-                                             rng_seed=candidate_seed(self.settings.seed, round, 0)))
+                                             rng_seed=candidate_seed(self.settings.seed, round, 0), memory=self.memory))
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
                    ) -> RoundSummary:
@@ -357,6 +361,54 @@ async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:
     return rows
 
 
+def _open_memory(task: Task, s: AdaptSettings) -> tuple[Memory | None, list[Entry]]:
+    """The harness memory (None when off) and the entries this task's prompts show: the ``memory_k``
+    most similar entries of OTHER tasks, none holding a gold answer of this task's splits."""
+    from harnesslearn.memory import Memory, default_path
+
+    if not s.memory or (s.memory_path is None and default_path() is None):
+        return None, []
+    mem = Memory.open(s.memory_path)
+    examples = [p.question for p in task.problems("feedback", 3, s.seed)]
+    gold = [a for split, n in (("feedback", s.n_feedback), ("score", s.n_score), ("test", s.n_test))
+            for p in task.problems(split, n, s.seed) for a in _answers(p.answer)]
+    shown = mem.retrieve(task.spec, "\n".join([task.description, *examples]), s.memory_k, gold=gold)
+    if shown:
+        _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
+    return mem, shown
+
+
+def _answers(answer: Any) -> list[str]:
+    if answer is None:
+        return []
+    if isinstance(answer, list | tuple | set):
+        return [str(a) for a in answer]
+    return [str(answer)]
+
+
+async def _remember(mem: Memory, loop: Loop, seed_h: Harness, best: Harness, solver: str) -> str | None:
+    """Add the run's best harness to the memory when it strictly beat its seed on the score split and
+    passes the quality screen (no answer tables, no literal questions); its id, or None."""
+    from harnesslearn.memory import Entry, note_of
+    from harnesslearn.training.screen import screen
+
+    if best.id == seed_h.id:
+        return None
+    seed_J, best_J = (await loop.evaluation(seed_h, "score")).J, (await loop.evaluation(best, "score")).J
+    if not improves(best_J, seed_J):
+        return None
+    questions = [p.question for p in (await loop.evaluation(seed_h, "feedback")).problems]
+    rejected = screen(best.source, questions=questions)
+    if rejected:
+        _log(f"[adapt] memory: best harness not stored ({', '.join(rejected)})")
+        return None
+    entry = Entry(task=loop.task.spec, description=loop.task.description, examples=tuple(questions[:3]),
+                  source=best.source, score_J=best_J, seed_J=seed_J, solver=solver,
+                  note=note_of(best.source, "a revision of the minimal seed made by adapt"), origin="adapt")
+    _log(f"[adapt] memory: stored {entry.id} (score J {seed_J} -> {best_J}) in {mem.path}")
+    return mem.add(entry)[0]
+
+
 def default_seed_harness(task: Task) -> Harness:
     return load_harness("qa_minimal" if "search" in task.tools else "minimal")
 
@@ -393,6 +445,7 @@ async def adapt(
     seed_h = seed_harness or default_seed_harness(task)
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
+    mem, shown = _open_memory(task, s)
     store = Store.open(rd, lock=True)
     runtime = None
     try:
@@ -410,13 +463,17 @@ async def adapt(
         results: dict[str, AdaptResult] = {}
         for name in names:
             store.add_harness(seed_h, run_id=name, round=0)
-            loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress)
+            loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress, memory=shown)
             if name == "sequential":
                 best, summary = await run_sequential(loop, seed_h)
                 orc = None
             else:
                 best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
             results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
+            results[name].memory_shown = [e.id for e in shown]
+            if mem is not None:
+                results[name].memory_added = await _remember(mem, loop, seed_h, best, solver.spec)
+                store.finish_run(name, results[name].to_json())
             if s.zoo_baselines and name == names[0]:
                 results[name].zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts
                 store.finish_run(name, results[name].to_json())
@@ -429,5 +486,7 @@ async def adapt(
         return main
     finally:
         store.close()
+        if mem is not None:
+            mem.close()
         if runtime is not None:
             await runtime.aclose()

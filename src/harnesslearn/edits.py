@@ -12,9 +12,10 @@ Prose and code fences around blocks are ignored; CRLF and CR line endings are no
 Application is all-or-nothing. Every SEARCH is matched against the *current* source as whole
 lines (a match starts at a line start and ends at a line end) and must match exactly once;
 matched spans must not overlap; then all replacements are made at once. The result must
-compile and define a top-level ``solve(model, question)``. Any failure makes the whole
+compile and define a top-level ``solve(model, question)``, and it must differ from the source in
+more than blank lines (a no-op is not a revision: ``no_change``). Any failure makes the whole
 proposal invalid with a reason from :class:`Reason` -- a block that does not match is never
-skipped silently.
+skipped silently. One block whose SEARCH is the whole source is a whole-file rewrite (``kind``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Reason(StrEnum):
     SYNTAX_ERROR = "syntax_error"
     MISSING_SOLVE = "missing_solve"
     BAD_SOLVE_SIGNATURE = "bad_solve_signature"
+    TOO_LARGE = "too_large"  # the revised harness is over harness.MAX_SOURCE_BYTES
+    NO_CHANGE = "no_change"  # the edits leave the harness as it was (REPLACE = SEARCH, or blank lines only)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class EditResult:
     n_blocks: int
     source: str | None  # the revised source when produced
     harness_id: str | None
+    kind: str = "blocks"  # "rewrite" when one block replaces the whole file (a whole-file rewrite)
 
 
 def parse_blocks(text: str) -> ParseResult:
@@ -167,5 +171,13 @@ def apply_proposal(source: str, text: str) -> EditResult:
     problem = check_source(new)
     if problem is not None:
         return _invalid(Reason(problem), f"the revised harness: {problem.replace('_', ' ')}", True, n)
-    detail = "no change" if new == normalise(source) else None
-    return EditResult(True, None, detail, True, True, n, new, harness_id(new))
+    if _content(new) == _content(normalise(source)):
+        return EditResult(False, Reason.NO_CHANGE, "the edits leave the harness unchanged (blank lines aside)",
+                          True, True, n, None, None)
+    whole = n == 1 and parsed.blocks[0].search.strip("\n") == normalise(source).strip("\n")
+    return EditResult(True, None, None, True, True, n, new, harness_id(new), "rewrite" if whole else "blocks")
+
+
+def _content(source: str) -> list[str]:
+    """The source's non-blank lines: two sources with the same are the same harness."""
+    return [line for line in source.split("\n") if line.strip()]

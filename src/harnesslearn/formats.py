@@ -12,6 +12,10 @@ the experiments:
                     engine continues (in process, or a server that takes ``continue_final_message``)
     chat-function   chat messages asking in words for the new ``solve`` in a code block (chat APIs that
                     cannot continue an assistant turn); the reply's function becomes the block's REPLACE
+    chat-file       chat messages asking for the complete new harness file (module helpers allowed): a
+                    whole-file rewrite, judged like any edit (it must parse, define solve, pass the
+                    checks and differ from the parent); chosen for chat proposers that are shown
+                    harness memory, whose entries come with module-level helpers
 
 Each has ``render(context)`` (the prompt), ``stop`` (stop strings while sampling), ``decode(completion,
 prompt, ...)`` (the proposal text, which ``edits.apply_proposal`` judges) and ``target(parent, child)``
@@ -36,6 +40,7 @@ from harnesslearn.proposer import (
     build_messages,
     build_prompt,
     finish_body,
+    finish_file,
     finish_function,
     primed_tail,
     prompt_form,
@@ -61,10 +66,11 @@ class PromptContext:
     style: Style = "canonical"
     n_traces: int = 4
     rng_seed: int = 0
+    memory: Sequence[Any] = ()  # harness memory entries shown to the proposer (``memory.Entry``)
 
 
 def _kw(ctx: PromptContext) -> dict[str, Any]:
-    return {"style": ctx.style, "n_traces": ctx.n_traces, "rng_seed": ctx.rng_seed}
+    return {"style": ctx.style, "n_traces": ctx.n_traces, "rng_seed": ctx.rng_seed, "memory": ctx.memory}
 
 
 class ProposerFormat:
@@ -163,8 +169,26 @@ class ChatFunction(ProposerFormat):
         return f"```python\n{fn}\n```\n"
 
 
+class ChatFile(ProposerFormat):
+    name = "chat-file"
+    chat = True
+    rewrite = True
+
+    def render(self, ctx: PromptContext) -> Messages:
+        return build_messages(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="file", **_kw(ctx))
+
+    def decode(self, completion: str, prompt: str | Messages, *, hit_max_tokens: bool = False,
+               source: str | None = None) -> str:
+        return finish_file(completion, source, hit_max_tokens=hit_max_tokens)
+
+    def target(self, parent: str, child: str) -> str:
+        from harnesslearn.harness import normalise
+
+        return f"```python\n{normalise(child).rstrip()}\n```\n"
+
+
 FORMATS: dict[str, type[ProposerFormat]] = {
-    f.name: f for f in (PlainSearch, PlainRewrite, ChatBlocks, ChatPrefill, ChatFunction)
+    f.name: f for f in (PlainSearch, PlainRewrite, ChatBlocks, ChatPrefill, ChatFunction, ChatFile)
 }
 
 
@@ -176,15 +200,20 @@ def by_name(name: str) -> ProposerFormat:
 
 
 def resolve(proposer: ModelBackend | None, form: str = "auto", prime: str = "auto", *,
-            prefill: bool | None = None) -> ProposerFormat:
+            prefill: bool | None = None, memory: bool = False) -> ProposerFormat:
     """The one place the format is decided. ``form`` (``auto``: chat when messages reach the proposer
-    through its own chat template) and ``prime`` (``auto``: rewrite for chat, search for plain) come
-    from the settings; a chat rewrite is continued in an assistant turn where the backend can
-    (``prefill``, default ``proposer.continues_assistant()``), else asked for in words."""
+    through its own chat template) and ``prime`` (``auto``: rewrite for chat, search for plain; a whole
+    file for chat when the prompt shows harness ``memory``) come from the settings; a chat rewrite of
+    ``solve`` is continued in an assistant turn where the backend can (``prefill``, default
+    ``proposer.continues_assistant()``), else asked for in words."""
     if proposer is None and "auto" in (form, prime):
         raise ValueError("an 'auto' form or prime needs the proposer backend")
     f = form if proposer is None else prompt_form(proposer, form)
     p = prime if proposer is None else resolve_prime(proposer, f, prime)  # type: ignore[arg-type]
+    if p == "file" or (prime == "auto" and memory and f == "chat"):
+        if f != "chat":
+            raise ValueError("whole-file rewrites (prime 'file') need a chat prompt form")
+        return ChatFile()
     if f == "plain":
         return PlainRewrite() if p == "rewrite" else PlainSearch()
     if p != "rewrite":

@@ -28,14 +28,20 @@ def harness_id(source: str) -> str:
     return hashlib.sha256(normalise(source).encode("utf-8")).hexdigest()
 
 
+MAX_SOURCE_BYTES = 1 << 20  # a harness travels to its worker in one frame (8 MiB) with the question
+
+
 def check_source(source: str) -> str | None:
-    """Why ``source`` is not a valid harness ("syntax_error", "missing_solve",
+    """Why ``source`` is not a valid harness ("too_large", "syntax_error", "missing_solve",
     "bad_solve_signature"), or None when it compiles and defines a top-level
-    ``solve(model, question)``."""
+    ``solve(model, question)``. Code nested too deeply for the parser (thousands of levels) is a
+    syntax error of the harness, never a crash of the trusted process."""
+    if len(source.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
+        return "too_large"
     try:
         tree = ast.parse(normalise(source))
         compile(tree, "<harness>", "exec")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "syntax_error"
     solves = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "solve"]
     if not solves:
@@ -110,6 +116,9 @@ def resolve_harness(ref: str, task: Any = None, seed: int = 0, *, check: bool = 
     if not path.exists():
         raise UserError(f"harness not found: {ref} (give a .py file, zoo:NAME or one of: {', '.join(SEEDS)})")
     source = read_user_file(path, "harness")
+    if len(source.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:  # refused even unchecked: no worker takes it
+        raise UserError(f"invalid harness {ref}: too large ({len(source):,} characters; at most "
+                        f"{MAX_SOURCE_BYTES:,} bytes)")
     if check:
         reason = check_source(source)
         if reason is not None:

@@ -57,13 +57,13 @@ MAX_CALLS_PER_TRACE = 2
 MAX_HISTORY = 12
 
 Style = Literal["canonical", "varied"]
-Prime = Literal["search", "rewrite"]
+Prime = Literal["search", "rewrite", "file"]
 Form = Literal["chat", "plain"]
-PrimeChoice = Literal["auto", "search", "rewrite"]
+PrimeChoice = Literal["auto", "search", "rewrite", "file"]
 FormChoice = Literal["auto", "chat", "plain"]
 STYLES: tuple[Style, ...] = ("canonical", "varied")
 PRIMES: tuple[Prime, ...] = ("search", "rewrite")
-PRIME_CHOICES: tuple[PrimeChoice, ...] = ("auto", "search", "rewrite")
+PRIME_CHOICES: tuple[PrimeChoice, ...] = ("auto", "search", "rewrite", "file")
 FORM_CHOICES: tuple[FormChoice, ...] = ("auto", "chat", "plain")
 
 
@@ -178,8 +178,23 @@ def render_history(history: Sequence[Attempt]) -> str:
     return "\n".join(lines)
 
 
+CAP_MEMORY_SOURCE = 4000
+CAP_MEMORY_TASK = 300
+
+
+def render_memory(entries: Sequence[Any]) -> str:
+    """The "harnesses that worked on other tasks" section (``memory.Entry``s), or "" for none."""
+    if not entries:
+        return ""
+    items = "".join(Template(template("memory_entry")).substitute(
+        i=i + 1, task=cap(" ".join(e.description.split()), CAP_MEMORY_TASK), note=e.note or "(no note)",
+        seed_J=_fmt_j(e.seed_J), score_J=_fmt_j(e.score_J), source=cap(e.source.rstrip("\n"), CAP_MEMORY_SOURCE))
+        for i, e in enumerate(entries))
+    return Template(template("memory")).substitute(entries=items)
+
+
 def _sections(task: _TaskLike, harness: Harness, feedback: Any, history: Sequence[Attempt], *, style: Style,
-              n_traces: int, rng_seed: int) -> tuple[str, dict[str, Any]]:
+              n_traces: int, rng_seed: int, memory: Sequence[Any] = ()) -> tuple[str, dict[str, Any]]:
     """(template name, substitutions) shared by both prompt forms; seeded by ``rng_seed``."""
     if style not in ("canonical", "varied"):
         raise ValueError(f"unknown prompt style {style!r}")
@@ -198,11 +213,13 @@ def _sections(task: _TaskLike, harness: Harness, feedback: Any, history: Sequenc
         "aggregate": render_aggregate(feedback, agg_fmt),
         "traces": rendered or "(no problems)",
         "history": render_history(history),
+        "memory": render_memory(memory),
     }
 
 
 def build_prompt(task: _TaskLike, harness: Harness, feedback: Evaluation, history: Sequence[Attempt] = (), *,
-                 style: Style = "canonical", n_traces: int = 4, rng_seed: int = 0, prime: Prime = "search") -> str:
+                 style: Style = "canonical", n_traces: int = 4, rng_seed: int = 0, prime: Prime = "search",
+                 memory: Sequence[Any] = ()) -> str:
     """The plain-text revision prompt (for base models) for ``harness`` given its ``feedback``
     Evaluation (feedback split).
 
@@ -214,7 +231,8 @@ def build_prompt(task: _TaskLike, harness: Harness, feedback: Evaluation, histor
     (``prime="rewrite"``; ``PRIME`` when the source has no multi-line ``solve``)."""
     if prime not in ("search", "rewrite"):
         raise ValueError(f"unknown prompt prime {prime!r}")
-    name, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
+    name, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
+                           memory=memory)
     text = Template(template(name)).substitute(
         system=template("system"), format=template("format"), example=template("few_shot"),
         instruction=template("instruction"), **subs,
@@ -225,7 +243,8 @@ def build_prompt(task: _TaskLike, harness: Harness, feedback: Evaluation, histor
 
 def build_messages(task: _TaskLike, harness: Harness, feedback: Any, history: Sequence[Attempt] = (), *,
                    style: Style = "canonical", n_traces: int = 4, rng_seed: int = 0,
-                   prime: Literal["none", "rewrite"] = "none", prefill: bool = True) -> Messages:
+                   prime: Literal["none", "rewrite", "file"] = "none", prefill: bool = True,
+                   memory: Sequence[Any] = ()) -> Messages:
     """The chat revision prompt (for instruction-tuned models): a system and a user message.
 
     The same sections as :func:`build_prompt` (``style="varied"`` varies the trace and
@@ -241,9 +260,12 @@ def build_messages(task: _TaskLike, harness: Harness, feedback: Any, history: Se
     the model answers with the new ``solve`` function in a code block
     (``prompts/chat_function.txt``), and :func:`finish_function` builds the block around it.
     ``prime="none"`` asks for whole edit blocks (ending with ``prompts/chat_open.txt``)."""
-    _, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed)
+    _, subs = _sections(task, harness, feedback, history, style=style, n_traces=n_traces, rng_seed=rng_seed,
+                        memory=memory)
     search = solve_lines(harness.source) or harness.source.rstrip("\n")
-    if prime == "rewrite" and not prefill:
+    if prime == "file":
+        fmt = template("chat_file")
+    elif prime == "rewrite" and not prefill:
         fmt = Template(template("chat_function")).substitute(search=search)
     else:
         opening = "" if prime == "rewrite" else "\n" + template("chat_open")
@@ -273,8 +295,10 @@ def resolve_prime(proposer: ModelBackend, form: Form, requested: str = "auto") -
     ``rewrite`` for a chat prompt (the model writes the new ``solve``: continuing an
     assistant-turn start where the engine can, else asked in words; the measured best for the
     untrained Qwen coders, which as a rule fail to write whole blocks: 0/8 valid on gcd), else
-    ``search`` (plain text ending in an opening SEARCH marker, for base models)."""
-    if requested in ("search", "rewrite"):
+    ``search`` (plain text ending in an opening SEARCH marker, for base models). ``file`` asks a chat
+    model for the complete new harness file (the format that harness memory needs: borrowed harnesses
+    come with module-level helpers)."""
+    if requested in ("search", "rewrite", "file"):
         return requested  # type: ignore[return-value]
     if requested != "auto":
         raise ValueError(f"unknown prime {requested!r}")
@@ -285,7 +309,7 @@ def solve_lines(source: str) -> str | None:
     """The lines of the top-level ``solve`` function (with its decorators), or None."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "solve"]
     if not fns or fns[-1].end_lineno is None:
@@ -354,6 +378,22 @@ def finish_body(text: str, prompt: str | Messages, *, hit_max_tokens: bool) -> s
     return as_proposal(text, prompt)
 
 
+def finish_file(text: str, source: str | None, *, hit_max_tokens: bool) -> str:
+    """The proposal for a reply that was asked for the complete new harness file: the reply's code block
+    that defines ``solve`` (else the whole reply), as one block replacing all of ``source`` (a whole-file
+    rewrite; ``edits`` then judges it like any edit). A reply with SEARCH blocks is kept as it is; one
+    without such code, or cut by the token limit inside its block, stays as it is (invalid)."""
+    if _SEARCH_MARKER.search(text) or source is None:
+        return text
+    for m in _FENCE.finditer(text):
+        code, closed = m.group(1), bool(m.group(2))
+        if "def solve(" in code:
+            if hit_max_tokens and not closed:
+                return text
+            return PRIME + source.rstrip("\n") + "\n=======\n" + code.rstrip("\n") + "\n" + END + "\n"
+    return text
+
+
 def finish_function(text: str, source: str | None, *, hit_max_tokens: bool) -> str:
     """The proposal for a reply that was asked, in words, for the new ``solve`` in a code block: the
     reply's function (:func:`reply_function`) as the REPLACE part of a block on ``source``'s ``solve``.
@@ -390,7 +430,7 @@ def reply_function(text: str) -> tuple[str | None, bool]:
         rest = "\n".join(lines[:i] + lines[i + 1 + len(body.split("\n")) :])
         try:
             tree = ast.parse(rest)
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None, False
         docstring = [n for n in tree.body[:1] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
                      and isinstance(n.value.value, str)]

@@ -106,6 +106,14 @@ class AdaptSettings:
         "of them (picked there) on the test split: baselines in the result and the report.", affects_results=False)
     concurrency: int | None = setting(None, "--concurrency", "Harness runs in flight at once (default: the "
                                       "executor's).", lo=1, hi=MAX_CONCURRENCY, affects_results=False)
+    memory: bool = setting(
+        True, "--memory/--no-memory", "Harness memory: show the proposer the harnesses that worked on the most "
+        "similar other tasks (a chat proposer then writes whole files), and add this run's best harness when it "
+        "beats its seed on the score split.")
+    memory_k: int = setting(2, "--memory-k", "Memory entries shown to the proposer.", lo=0, hi=20)
+    memory_path: str | None = setting(
+        None, "--memory-path", "The memory file (default: $HARNESSLEARN_MEMORY, else memory.sqlite in the cache "
+        "folder).", affects_results=False)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -205,9 +205,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "m002_proposal_kind_and_memory",
+        """
+        ALTER TABLE proposals ADD COLUMN kind TEXT;
+        ALTER TABLE proposals ADD COLUMN memory TEXT
+        """,
+    ),
 ]
 
-_JSON_COLUMNS = {"config", "result", "details", "request"}
+_JSON_COLUMNS = {"config", "result", "details", "request", "memory"}
 _BOOL_COLUMNS = {"parsed", "produced", "valid", "improved"}
 
 
@@ -312,6 +319,8 @@ class ProposalRow:
     n_blocks: int
     harness_id: str | None
     created: str
+    kind: str | None = None  # blocks | rewrite (a whole-file rewrite), for valid proposals
+    memory: list[str] | None = None  # ids of the harness-memory entries its prompt showed
 
 
 @dataclass(frozen=True)
@@ -743,16 +752,18 @@ class Store:
         raw: str,
         edit: EditResult,
         call: CallRecord | None = None,
+        memory: Sequence[str] = (),
     ) -> int:
         """Record one proposal and (optionally) its proposer model call in one transaction."""
         with self.transaction() as c:
             cur = c.execute(
                 "INSERT INTO proposals (run_id, round, idx, parent_id, prompt, raw, parsed, produced, valid,"
-                " reason, detail, n_blocks, harness_id, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " reason, detail, n_blocks, harness_id, created, kind, memory)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id, round, idx, parent_id, prompt, raw, int(edit.parsed), int(edit.produced), int(edit.valid),
                     None if edit.reason is None else str(edit.reason), edit.detail, edit.n_blocks, edit.harness_id,
-                    now(),
+                    now(), edit.kind if edit.valid else None, json.dumps(list(memory)),
                 ),
             )
             pid = int(cur.lastrowid or 0)

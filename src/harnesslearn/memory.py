@@ -1,0 +1,255 @@
+"""Harness memory: harnesses that beat their seed on earlier tasks, offered to the proposer of a new one.
+
+An entry is (task spec, task description, a few example questions, the harness source, its score-split
+J, the seed's J, the solver, the date, a one-line note of what it does, where it came from). ``adapt``
+adds the best harness of a run when it strictly beat its seed on the score split; ``harnesslearn memory
+add-zoo`` evaluates the zoo on a task and stores what beats the seed there. For a new task,
+``Memory.retrieve`` returns the k entries most similar to it (BM25 over description and example
+questions, ``bm25s``) from OTHER tasks: entries of the same task spec are never shown.
+
+What an entry may hold: example questions of its own task's feedback split (never answers), and a
+harness source that passed the quality screen (``training.screen``: no answer tables, no literal
+questions). At retrieval, an entry in which a gold answer of the target task's problems appears (a
+planted or accidental leak, answers of at least ``MIN_LEAK_CHARS`` characters) is left out; shorter
+answers ("6") cannot be told apart from ordinary code and are not screened.
+
+The store is one SQLite file (WAL; every write one transaction): a second process writing at the same
+time waits for the lock, a damaged file is reported (never overwritten) and a full disk fails the write
+with nothing half-written. Its path: ``$HARNESSLEARN_MEMORY`` if set (``0``/``off`` turns the memory
+off), else ``memory.sqlite`` in the cache folder (``$HARNESSLEARN_CACHE_DIR`` or ~/.cache/harnesslearn).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import UserError
+
+OFF = {"0", "off", "false", "no", ""}
+MIN_LEAK_CHARS = 4
+MAX_EXAMPLES = 3
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    description TEXT NOT NULL,
+    examples TEXT NOT NULL,
+    source TEXT NOT NULL,
+    score_J REAL,
+    seed_J REAL,
+    solver TEXT NOT NULL,
+    date TEXT NOT NULL,
+    note TEXT NOT NULL,
+    origin TEXT NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    task: str  # the task spec it was adapted on
+    description: str
+    examples: tuple[str, ...]  # a few questions of that task's feedback split (no answers)
+    source: str  # the harness
+    score_J: float | None  # its score-split J there
+    seed_J: float | None  # the seed's score-split J there
+    solver: str
+    note: str = ""  # one line: what it does
+    origin: str = "adapt"  # adapt | zoo:NAME | import
+    date: str = field(default_factory=lambda: time.strftime("%Y-%m-%d"))
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(f"{self.task}\n{self.source}".encode()).hexdigest()[:16]
+
+    @property
+    def gain(self) -> float | None:
+        return None if self.score_J is None or self.seed_J is None else self.score_J - self.seed_J
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, **asdict(self), "examples": list(self.examples)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Entry:
+        try:
+            return cls(task=str(d["task"]), description=str(d["description"]),
+                       examples=tuple(str(x) for x in d.get("examples") or ()), source=str(d["source"]),
+                       score_J=_num(d.get("score_J")), seed_J=_num(d.get("seed_J")), solver=str(d.get("solver", "")),
+                       note=str(d.get("note", "")), origin=str(d.get("origin", "import")),
+                       date=str(d.get("date") or time.strftime("%Y-%m-%d")))
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(f"not a memory entry ({type(e).__name__}: {e})") from None
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def note_of(source: str, fallback: str = "") -> str:
+    """One line of what a harness does: the first line of its module docstring, else ``fallback``."""
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        doc = None
+    line = (doc or "").strip().split("\n")[0].strip()
+    return (line or fallback)[:200]
+
+
+def default_path() -> Path | None:
+    """Where the memory lives (None: turned off with HARNESSLEARN_MEMORY=0)."""
+    env = os.environ.get("HARNESSLEARN_MEMORY")
+    if env is not None:
+        return None if env.strip().lower() in OFF else Path(env).expanduser()
+    base = os.environ.get("HARNESSLEARN_CACHE_DIR")
+    return (Path(base).expanduser() if base else Path.home() / ".cache" / "harnesslearn") / "memory.sqlite"
+
+
+class Memory:
+    """The memory store (see the module docstring). ``Memory.open(path)``; close it when done."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path, self.conn = path, conn
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Memory:
+        p = Path(path) if path is not None else default_path()
+        if p is None:
+            raise UserError("the harness memory is turned off (HARNESSLEARN_MEMORY=0)")
+        if p.exists() and not p.is_file():
+            raise UserError(f"memory {p} is not a file")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(p, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(SCHEMA)
+            conn.execute("SELECT COUNT(*) FROM entries").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"memory {p} is damaged or not a memory file ({e}); move it away or remove it "
+                            "(`harnesslearn memory export` first if it still reads)") from None
+        except OSError as e:
+            raise UserError(f"cannot open memory {p}: {e.strerror or e}") from None
+        return cls(p, conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ writes (one transaction each)
+    def add(self, entries: Entry | Iterable[Entry]) -> list[str]:
+        """Store entries (an entry already present, same task and source, is replaced); their ids."""
+        rows = [entries] if isinstance(entries, Entry) else list(entries)
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for e in rows:
+                self.conn.execute("INSERT OR REPLACE INTO entries VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                  (e.id, e.task, e.description, json.dumps(list(e.examples)), e.source, e.score_J,
+                                   e.seed_J, e.solver, e.date, e.note, e.origin))
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise UserError(f"cannot write memory {self.path}: {e} (nothing was written)") from None
+        return [e.id for e in rows]
+
+    def remove(self, entry_id: str) -> Entry:
+        e = self.get(entry_id)
+        try:
+            self.conn.execute("DELETE FROM entries WHERE id = ?", (e.id,))
+        except sqlite3.Error as err:
+            raise UserError(f"cannot write memory {self.path}: {err} (nothing was removed)") from None
+        return e
+
+    # ------------------------------------------------------------ reads
+    def entries(self) -> list[Entry]:
+        rows = self.conn.execute("SELECT task, description, examples, source, score_J, seed_J, solver, date, note, "
+                                 "origin FROM entries ORDER BY date, task, id").fetchall()
+        return [Entry(task=r[0], description=r[1], examples=tuple(json.loads(r[2])), source=r[3], score_J=r[4],
+                      seed_J=r[5], solver=r[6], date=r[7], note=r[8], origin=r[9]) for r in rows]
+
+    def get(self, entry_id: str) -> Entry:
+        """An entry by its id or a unique prefix of it (UserError otherwise)."""
+        found = [e for e in self.entries() if e.id.startswith(entry_id)] if entry_id else []
+        if len(found) != 1:
+            raise UserError(f"{'no' if not found else 'more than one'} memory entry with id {entry_id!r}")
+        return found[0]
+
+    def retrieve(self, task_spec: str, text: str, k: int = 2, *, gold: Sequence[str] = ()) -> list[Entry]:
+        """The ``k`` entries of OTHER tasks most similar to ``text`` (the new task's description and example
+        questions; BM25), leaving out any that holds one of ``gold`` (the target's answers)."""
+        cands = [e for e in self.entries() if e.task != task_spec and not _leaks(e, gold)]
+        if not cands or k <= 0:
+            return []
+        import bm25s
+
+        corpus = [f"{e.description}\n" + "\n".join(e.examples) for e in cands]
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(corpus, show_progress=False), show_progress=False)
+        docs, scores = retriever.retrieve(bm25s.tokenize([text], show_progress=False), k=min(k, len(cands)),
+                                          show_progress=False)
+        order = [int(i) for i in docs[0]]
+        return [cands[i] for i in order]
+
+
+def _leaks(e: Entry, gold: Sequence[str]) -> bool:
+    hay = "\n".join([e.source, e.note, e.description, *e.examples])
+    return any(len(g) >= MIN_LEAK_CHARS and g in hay for g in gold)
+
+
+def export_jsonl(mem: Memory) -> str:
+    return "".join(json.dumps(e.to_json(), ensure_ascii=False) + "\n" for e in mem.entries())
+
+
+def import_jsonl(mem: Memory, text: str, name: str = "input") -> list[str]:
+    """Entries from a JSONL export (every line checked first; nothing is written when one is bad)."""
+    from harnesslearn.fsutil import json_lines
+
+    entries = []
+    for lineno, row in json_lines(name, text.splitlines()):
+        try:
+            entries.append(Entry.from_json(row))
+        except UserError as e:
+            raise UserError(f"{name}: line {lineno}: {e}") from None
+    return mem.add(entries)
+
+
+async def add_zoo(mem: Memory, task: Any, executor: Any, *, solver: str, n_score: int = 8, seed: int = 0,
+                  budgets: Any = None, only: Sequence[str] | None = None) -> dict[str, Any]:
+    """Evaluate the task's seed and every zoo harness that applies on the score split; store each zoo
+    harness that strictly beats the seed there and passes the quality screen. Returns what happened."""
+    from harnesslearn import zoo
+    from harnesslearn.evaluation import evaluate, improves
+    from harnesslearn.harness import load_harness
+    from harnesslearn.training.screen import screen
+
+    seed_h = load_harness("qa_minimal" if zoo.is_qa(task) else "minimal")
+    fb = await evaluate(seed_h, task, "feedback", 3, seed, executor, budgets=budgets, progress=False)
+    questions = [p.question for p in fb.problems]
+    seed_J = (await evaluate(seed_h, task, "score", n_score, seed, executor, budgets=budgets, progress=False)).J
+    rows, added = [], []
+    for name in only or zoo.names(task):
+        h = zoo.build(name, task, seed)
+        J = (await evaluate(h, task, "score", n_score, seed, executor, budgets=budgets, progress=False)).J
+        rejected = screen(h.source, questions=questions)
+        stored = improves(J, seed_J) and not rejected
+        rows.append({"name": name, "score_J": J, "beats_seed": improves(J, seed_J), "screen": rejected,
+                     "stored": stored})
+        if stored:
+            added += mem.add(Entry(task=task.spec, description=task.description, examples=tuple(questions[:3]),
+                                   source=h.source, score_J=J, seed_J=seed_J, solver=solver,
+                                   note=zoo.ENTRIES[name].description, origin=f"zoo:{name}"))
+    return {"task": task.spec, "seed_score_J": seed_J, "n_score": n_score, "rows": rows, "added": added}

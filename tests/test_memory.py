@@ -1,0 +1,235 @@
+"""Harness memory (issue 22): the store, retrieval into the proposer's prompt, and adaptation adding
+its best harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harnesslearn.errors import UserError
+from harnesslearn.harness import Harness, seed_source
+from harnesslearn.memory import Entry, Memory, export_jsonl, import_jsonl
+
+LOOP = '''"""Interpreter loop: the solver writes a program, model.python runs it."""
+
+def extract(text):
+    return text.split("```python")[-1].split("```")[0]
+
+def solve(model, question):
+    code = model("Write a Python program that prints the answer to: " + question)
+    return model.python(extract(code)).strip()
+'''
+
+
+def entry(task: str = "rg:gcd", source: str = LOOP, description: str = "Find the greatest common divisor",
+          examples: tuple[str, ...] = ("GCD of 12 and 18?",), **kw) -> Entry:
+    return Entry(task=task, description=description, examples=examples, source=source, score_J=kw.pop("score_J", 0.9),
+                 seed_J=kw.pop("seed_J", 0.3), solver="local:qwen2.5-coder-1.5b-instruct",
+                 note=kw.pop("note", "interpreter loop"), **kw)
+
+
+def cli(*args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harnesslearn.cli", *args], capture_output=True, text=True,
+                          input=stdin, env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_entries_are_stored_listed_removed_and_survive_export_and_import(tmp_path: Path) -> None:
+    with Memory.open(tmp_path / "m.sqlite") as mem:
+        ids = mem.add([entry(), entry(task="rg:lcm", description="Find the least common multiple")])
+        assert len(set(ids)) == 2 and [e.task for e in mem.entries()] == ["rg:gcd", "rg:lcm"]
+        assert mem.get(ids[0][:6]).task == "rg:gcd" and round(mem.get(ids[0]).gain or 0, 3) == 0.6
+        mem.add(entry())  # the same task and source: replaced, not doubled
+        assert len(mem.entries()) == 2
+        text = export_jsonl(mem)
+        mem.remove(ids[0])
+        assert [e.task for e in mem.entries()] == ["rg:lcm"]
+        with pytest.raises(UserError, match="no memory entry"):
+            mem.get("zzzz")
+    with Memory.open(tmp_path / "m2.sqlite") as other:
+        assert sorted(import_jsonl(other, text)) == sorted(ids)
+        assert other.entries()[0].source == LOOP
+        with pytest.raises(UserError, match="line 2"):  # one bad line: nothing of the file is written
+            import_jsonl(other, json.dumps(entry(task="rg:new").to_json()) + "\n{broken\n")
+        assert {e.task for e in other.entries()} == {"rg:gcd", "rg:lcm"}
+
+
+def test_the_cli_lists_shows_exports_imports_and_removes(tmp_path: Path) -> None:
+    env = {"HARNESSLEARN_MEMORY": str(tmp_path / "m.sqlite")}
+    with Memory.open(tmp_path / "m.sqlite") as mem:
+        (eid,) = mem.add(entry())
+    out = json.loads(cli("memory", "list", "--json", env=env).stdout)
+    assert [e["id"] for e in out["entries"]] == [eid] and "source" not in out["entries"][0]
+    shown = cli("memory", "show", eid[:8], env=env)
+    assert shown.returncode == 0 and "model.python" in shown.stdout
+    exported = cli("memory", "export", env=env).stdout
+    assert cli("memory", "remove", eid, env=env).returncode == 0
+    assert json.loads(cli("memory", "list", "--json", env=env).stdout)["entries"] == []
+    assert cli("memory", "import", "-", env=env, stdin=exported).returncode == 0
+    assert json.loads(cli("memory", "list", "--json", env=env).stdout)["entries"][0]["id"] == eid
+    bad = cli("memory", "show", "nope", env=env)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_damaged_memory_file_is_reported_and_left_as_it_is(tmp_path: Path) -> None:
+    f = tmp_path / "m.sqlite"
+    f.write_bytes(b"not a database at all" * 100)
+    before = f.read_bytes()
+    r = cli("memory", "list", env={"HARNESSLEARN_MEMORY": str(f)})
+    assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert f.read_bytes() == before
+
+
+def test_two_processes_writing_at_once_lose_no_entry(tmp_path: Path) -> None:
+    f = tmp_path / "m.sqlite"
+    code = ("import sys\nfrom harnesslearn.memory import Entry, Memory\nwith Memory.open(sys.argv[1]) as m:\n"
+            "    for i in range(25):\n"
+            "        m.add(Entry(task=f'rg:t{sys.argv[2]}{i}', description='d', examples=(), source=f'# {i}', "
+            "score_J=1.0, seed_J=0.0, solver='s'))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(f), tag]) for tag in ("a", "b")]
+    assert all(p.wait(120) == 0 for p in procs)
+    with Memory.open(f) as mem:
+        assert len(mem.entries()) == 50
+
+
+def test_a_full_disk_fails_the_write_with_one_line_and_keeps_the_entries(tmp_path: Path) -> None:
+    """The write limit (RLIMIT_FSIZE) stands in for a full disk: SQLite's write fails mid-transaction."""
+    f = tmp_path / "m.sqlite"
+    with Memory.open(f) as mem:
+        mem.add(entry())
+    code = ("import resource, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "from harnesslearn.memory import Entry, Memory\nm = Memory.open(sys.argv[1])\n"
+            "size = max(p.stat().st_size for p in __import__('pathlib').Path(sys.argv[1]).parent.iterdir())\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))\n"
+            "from harnesslearn.errors import UserError\n"
+            "try:\n    m.add([Entry(task='rg:big', description='d', examples=(), source='x' * 2_000_000, score_J=1.0, "
+            "seed_J=0.0, solver='s')])\nexcept UserError as e:\n    print('REFUSED', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=120)
+    assert "REFUSED" in r.stdout and "nothing was written" in r.stdout, r.stdout + r.stderr[-2000:]
+    with Memory.open(f) as mem:
+        assert [e.task for e in mem.entries()] == ["rg:gcd"]
+
+
+def test_retrieval_never_shows_the_same_task_and_leaves_out_an_entry_holding_a_gold_answer(tmp_path: Path) -> None:
+    planted = "the-planted-answer-7731"
+    with Memory.open(tmp_path / "m.sqlite") as mem:
+        mem.add([entry(task="rg:gcd"), entry(task="rg:lcm", description="Find the least common multiple of numbers"),
+                 entry(task="rg:leak", description="Find the least common multiple", source=LOOP + f"# {planted}\n"),
+                 entry(task="rg:word_sorting", description="Sort these words alphabetically")])
+        got = mem.retrieve("rg:gcd", "Find the least common multiple of these numbers", k=3, gold=["7", planted])
+        assert "rg:gcd" not in [e.task for e in got] and "rg:leak" not in [e.task for e in got]
+        assert got[0].task == "rg:lcm"  # BM25: the most similar description first
+        assert mem.retrieve("rg:gcd", "anything", k=0) == []
+
+
+def _task(description: str = "Sort the given words in ascending ASCII order.") -> object:
+    class T:
+        spec = "rg:word_sorting"
+
+    T.description = description  # type: ignore[attr-defined]
+    return T()
+
+
+def _feedback() -> object:
+    from harnesslearn.evaluation import Evaluation
+
+    return Evaluation(harness_id="h", task="t", split="feedback", n=0, seed=0, J=0.0, completion_rate=0.0,
+                      solver_calls=0, tokens=0, wall_s=0.0, problems=[])
+
+
+def test_a_prompt_shows_an_entry_from_another_task_and_never_one_from_the_same_task(tmp_path: Path) -> None:
+    from harnesslearn.formats import FORMATS, PromptContext
+
+    with Memory.open(tmp_path / "m.sqlite") as mem:
+        mem.add([entry(task="rg:gcd"), entry(task="rg:word_sorting", source=LOOP.replace("extract", "same_task"))])
+        shown = mem.retrieve("rg:word_sorting", _task().description, k=2)  # type: ignore[attr-defined]
+    assert [e.task for e in shown] == ["rg:gcd"]
+    for name, cls in FORMATS.items():  # every prompt format gets it
+        p = cls().render(PromptContext(_task(), Harness(seed_source("minimal")), _feedback(), memory=shown))
+        text = p if isinstance(p, str) else "\n".join(m["content"] for m in p)
+        assert "Harnesses that worked on other tasks" in text and "model.python(extract(code))" in text, name
+        assert "same_task" not in text, name
+    bare = FORMATS["chat-prefill"]().render(PromptContext(_task(), Harness(seed_source("minimal")), _feedback()))
+    assert "worked on other tasks" not in "\n".join(m["content"] for m in bare)  # no memory, no section
+
+
+def test_a_whole_file_reply_is_a_strict_rewrite() -> None:
+    from harnesslearn.edits import apply_proposal
+    from harnesslearn.formats import ChatFile, PromptContext, resolve
+
+    parent = Harness(seed_source("minimal"))
+    fmt = ChatFile()
+    prompt = fmt.render(PromptContext(_task(), parent, _feedback()))
+    reply = f"Here is the new harness:\n```python\n{LOOP}```\nIt runs the program."
+    r = apply_proposal(parent.source, fmt.decode(reply, prompt, source=parent.source))
+    assert r.valid and r.kind == "rewrite" and r.source is not None and "def extract" in r.source
+    same = apply_proposal(parent.source, fmt.decode(f"```python\n{parent.source}```", prompt, source=parent.source))
+    assert same.reason == "no_change"  # a rewrite that changes nothing is no revision
+    broken = apply_proposal(parent.source, fmt.decode("```python\ndef solve(model, question):\n    return (\n```",
+                                                      prompt, source=parent.source))
+    assert broken.reason == "syntax_error"
+    assert apply_proposal(parent.source, fmt.decode("I would use a loop.", prompt, source=parent.source)).reason \
+        == "no_blocks"
+
+    class Chat:
+        def chat_template(self) -> bool:
+            return True
+
+        def continues_assistant(self) -> bool:
+            return True
+
+    assert resolve(Chat(), memory=True).name == "chat-file"  # type: ignore[arg-type]
+    assert resolve(Chat(), memory=False).name == "chat-prefill"  # type: ignore[arg-type]
+    assert resolve(Chat(), prime="rewrite", memory=True).name == "chat-prefill"  # type: ignore[arg-type]
+
+
+def test_adapt_stores_its_best_harness_and_the_next_task_is_shown_it(tmp_path: Path) -> None:
+    """A scripted proposer that writes a better harness on one task: adapt stores it; adapting another
+    task then shows it in the proposer's prompt and records which entries each proposal saw."""
+    import asyncio
+
+    from harnesslearn.adapt import adapt
+    from harnesslearn.models import load_model
+    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.store import Store
+    from harnesslearn.tasks import load_task
+
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(60)]
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    (tmp_path / "proposer.py").write_text(
+        "SEEN = []\ndef propose(prompt, **kw):\n    text = prompt if isinstance(prompt, str) else str(prompt)\n"
+        "    SEEN.append('worked on other tasks' in text)\n"
+        "    return ('<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n'\n"
+        "            '    return str(eval(question.split(\":\")[-1]))  # computes it\\n>>>>>>> REPLACE\\n')\n")
+    memory = tmp_path / "memory.sqlite"
+    settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory_path=str(memory))
+
+    async def run(task: str, rd: str) -> dict:
+        solver = load_model(f"python:{tmp_path / 'solver.py'}:solve")
+        proposer = load_model(f"python:{tmp_path / 'proposer.py'}:propose")
+        try:
+            return (await adapt(load_task(f"jsonl:{tmp_path / task}?scorer=exact"), solver, proposer, settings,
+                                run_dir=tmp_path / rd, progress=False)).to_json()
+        finally:
+            await solver.aclose()
+
+    first = asyncio.run(run("a.jsonl", "run_a"))
+    assert first["score_J"] == 1.0 and first["memory_added"] and first["memory_shown"] == []
+    with Memory.open(memory) as mem:
+        (e,) = mem.entries()
+        assert e.task.endswith("a.jsonl?scorer=exact") and "eval(question" in e.source and e.seed_J == 0.0
+    second = asyncio.run(run("b.jsonl", "run_b"))
+    assert second["memory_shown"] == [e.id]
+    with Store.open(tmp_path / "run_b", create=False) as st:
+        (p,) = st.proposals("sequential")
+        assert p.memory == [e.id] and "Harnesses that worked on other tasks" in (p.prompt or "")
+    no_mem = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory=False)
+    settings = no_mem
+    third = asyncio.run(run("b.jsonl", "run_c"))
+    assert third["memory_shown"] == [] and third["memory_added"] is None
