@@ -360,3 +360,42 @@ def test_zoo_baselines_are_evaluated_on_score_and_test_and_shown_in_the_report(e
     assert r.seed_harness_id == zoo.build("reason_extract", task).id
     html = write_report(rd).read_text()
     assert "zoo:interpreter_loop" in html and "best zoo harness" in html
+
+
+def test_every_result_affecting_setting_is_refused_on_resume_and_no_other() -> None:
+    """``AdaptSettings.changes`` names each field marked ``affects_results`` (each budget too) when it
+    differs from the recorded run, and none of the others (concurrency, memory path, zoo baselines)."""
+    import dataclasses
+    import typing
+
+    from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.settings import AdaptSettings
+
+    base = AdaptSettings()
+    recorded = base.to_json()
+    hints = typing.get_type_hints(AdaptSettings)
+    seen = 0
+    for f in dataclasses.fields(AdaptSettings):
+        v = getattr(base, f.name)
+        if f.name == "budgets":
+            for b in dataclasses.fields(Budgets):
+                new = dataclasses.replace(v, **{b.name: getattr(v, b.name) * 2})
+                label = "--timeout" if b.name == "timeout_s" else f"budgets.{b.name}"
+                assert [c.split(" (")[0] for c in dataclasses.replace(base, budgets=new).changes(recorded)] == [label]
+                seen += 1
+            continue
+        if typing.get_origin(hints[f.name]) is typing.Literal:
+            other = next(c for c in typing.get_args(hints[f.name]) if c != v)
+        elif isinstance(v, bool):
+            other = not v
+        elif isinstance(v, int | float):
+            other = v + 1 if v < f.metadata["hi"] else v - 1
+        else:  # str | None (the memory path), int | None (concurrency)
+            other = 2 if "concurrency" in f.name else "elsewhere.sqlite"
+        changed = dataclasses.replace(base, **{f.name: other}).changes(recorded)
+        if f.metadata["affects_results"]:
+            assert len(changed) == 1 and changed[0].startswith(f.metadata["option"] or f.name), (f.name, changed)
+            seen += 1
+        else:
+            assert changed == [], (f.name, changed)
+    assert seen >= 18

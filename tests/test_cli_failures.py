@@ -51,6 +51,13 @@ def flaky(prompt, **kw):  # raises while a file named "flag" sits beside this on
 def slow(prompt, **kw):
     time.sleep(1.5)
     return "no edit"
+
+def sleepy(prompt, **kw):  # a solver that keeps every sandbox slot busy for a second
+    time.sleep(1.0)
+    return "1"
+
+def huge(prompt, **kw):  # an edit whose harness is over the 1 MiB a worker frame allows
+    return EDIT.replace("    import re", "    _pad = '" + "x" * 1_200_000 + "'; import re")
 '''
 
 PROPOSAL = "<<<<<<< SEARCH\n    return completion.strip()\n=======\n    return completion.strip().rstrip('.')\n>>>>>>> REPLACE\n"
@@ -190,6 +197,9 @@ def test_resume_with_a_changed_setting_names_it(env: dict[str, Path]) -> None:
     before = digest(rd)
     one_line(cli(*adapt_args(env, str(rd), "garbage", "--resume", "--proposer-temperature", "0.5")), 2,
              "--proposer-temperature (recorded 0.8, now 0.5)")
+    one_line(cli(*adapt_args(env, str(rd), "garbage", "--resume", "--timeout", "30")), 2,
+             "--timeout (recorded 60.0, now 30.0)")
+    one_line(cli(*adapt_args(env, str(rd), "garbage", "--resume", "--n-test", "4")), 2, "--n-test (recorded 3, now 4)")
     one_line(cli(*adapt_args(env, str(rd), "compute", "--resume")), 2, "proposer")
     assert digest(rd) == before
 
@@ -286,3 +296,156 @@ def test_run_against_a_solver_server_that_is_down_exits_1(env: dict[str, Path]) 
     one_line(p, 1, "infrastructure failure")
     assert json.loads(p.stdout)["status_counts"] == {"infra_error": 2}
     assert time.monotonic() - t < 120
+
+
+# ---------------------------------------------------------------- issue 23: the second probe
+def interrupt(args: list[str], after: Path | float) -> subprocess.CompletedProcess[str]:
+    """Run the CLI and send it SIGINT once ``after`` exists (then 2 s more) or after ``after`` seconds."""
+    import signal
+
+    p = subprocess.Popen([sys.executable, "-m", "harnesslearn.cli", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "HARNESSLEARN_PROGRESS": "0"})
+    if isinstance(after, Path):
+        deadline = time.monotonic() + 120
+        while not after.exists() and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        time.sleep(2.0)
+    else:
+        time.sleep(after)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+@pytest.mark.parametrize("after", [2.5, 4.0, 6.0])
+def test_ctrl_c_during_run_is_exit_130_and_one_line(env: dict[str, Path], after: float) -> None:
+    """Before: up to 272 lines of 'Task exception was never retrieved' (refills after the loop's executor
+    closed), and never the CLI's own line. Sent at different moments: starting, running, refilling."""
+    p = interrupt(["run", "minimal", "--task", f"jsonl:{env['task']}", "--solver",
+                   f"python:{env['models']}:sleepy", "--n", "60", "--concurrency", "4"], after)
+    one_line(p, 130, "interrupted")
+
+
+def test_ctrl_c_during_adapt_then_resume_finishes(env: dict[str, Path]) -> None:
+    rd = env["dir"] / "interrupted"
+    p = interrupt(adapt_args(env, str(rd), "slow", "--candidates", "2", "--rounds", "2"), rd / "runs.sqlite")
+    one_line(p, 130, "interrupted")
+    c = sqlite3.connect(rd / "runs.sqlite")
+    assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    c.close()
+    done = cli(*adapt_args(env, str(rd), "slow", "--candidates", "2", "--rounds", "2", "--resume"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["proposals"] == 4
+
+
+def test_a_full_disk_mid_adapt_is_one_line_exit_1_and_resumable(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A real SQLITE_FULL ("database or disk is full"): the store's database may not grow past its first
+    pages. Before: a traceback from the store's COMMIT. The run is then resumed with room and finishes."""
+    from harnesslearn import cli as cli_mod
+    from harnesslearn.store import Store
+
+    monkeypatch.setenv("HARNESSLEARN_PROGRESS", "0")
+    monkeypatch.setenv("HARNESSLEARN_CACHE", "0")
+    rd = env["dir"] / "full"
+    real_open = Store.open.__func__  # type: ignore[attr-defined]
+
+    def cramped(cls: type[Store], *a: object, **kw: object) -> Store:
+        store = real_open(cls, *a, **kw)
+        pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+        store.conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+        return store
+
+    monkeypatch.setattr(Store, "open", classmethod(cramped))
+    with pytest.raises(SystemExit) as e:
+        cli_mod.main(adapt_args(env, str(rd), "compute", "--n-score", "20", "--n-test", "40"))
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1, err[-2000:]
+    assert "disk full" in err and "Traceback" not in err
+    monkeypatch.undo()
+    c = sqlite3.connect(rd / "runs.sqlite")
+    assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    c.close()
+    done = cli(*adapt_args(env, str(rd), "compute", "--n-score", "20", "--n-test", "40", "--resume"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["proposals"] == 1
+
+
+def test_run_dir_naming_a_regular_file_says_so(env: dict[str, Path]) -> None:
+    f = env["dir"] / "a-file"
+    f.write_text("x")
+    one_line(cli(*adapt_args(env, str(f))), 2, "is a file, not a directory")
+    one_line(cli(*adapt_args(env, str(f), "garbage", "--resume")), 2, "is a file, not a directory")
+    assert f.read_text() == "x"
+
+
+@pytest.mark.parametrize("shape", ["json_list", "jsonl"])
+def test_a_task_file_nested_too_deeply_names_the_file(tmp_path: Path, shape: str) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    if shape == "json_list":
+        (tmp_path / "t.json").write_text(deep)
+        p = cli("tasks", f"jsonl:{tmp_path / 't.json'}")
+        one_line(p, 2, "t.json", "nested too deeply")
+    else:
+        (tmp_path / "t.jsonl").write_text('{"id": "a", "question": "q", "answer": "1"}\n' + deep + "\n")
+        p = cli("tasks", f"jsonl:{tmp_path / 't.jsonl'}")
+        one_line(p, 2, "t.jsonl", "line 2", "nested too deeply")
+
+
+def test_a_harness_file_nested_too_deeply_is_refused(env: dict[str, Path], tmp_path: Path) -> None:
+    h = tmp_path / "deep.py"
+    h.write_text("def solve(model, question):\n    return " + "-" * 100_000 + "1\n")
+    rd = tmp_path / "rd"
+    one_line(cli(*adapt_args(env, str(rd), "garbage", "--harness", str(h))), 2, "deep.py", "syntax error")
+    assert not rd.exists()
+
+
+def test_oversize_inputs_are_refused_or_invalid_not_infrastructure_failures(env: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    """Before: a 10 MB harness was exit 1 'resumable' and left a 9.8 MB run dir; an edit to a 9 MB harness
+    failed every --resume again; a 20 MB question was silently left out of J."""
+    big = tmp_path / "big.py"
+    big.write_text("def solve(model, question):\n    return '1'\n# " + "x" * 10_000_000 + "\n")
+    rd = tmp_path / "rd"
+    one_line(cli(*adapt_args(env, str(rd), "garbage", "--harness", str(big))), 2, "big.py", "too large")
+    one_line(cli("run", str(big), "--task", f"jsonl:{env['task']}", "--solver", f"python:{env['models']}:garbage",
+                 "--n", "2"), 2, "too large")
+    assert not rd.exists()
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"id": "small", "question": "1 + 1?", "answer": "2"}\n'
+                 + json.dumps({"id": "huge-q", "question": "y" * (5 << 20), "answer": "1"}) + "\n")
+    one_line(cli("run", "minimal", "--task", f"jsonl:{q}", "--solver", f"python:{env['models']}:garbage",
+                 "--n", "2"), 2, "huge-q", "MiB")
+    rd2 = tmp_path / "rd2"
+    p = cli(*adapt_args(env, str(rd2), "huge"))  # the proposal is invalid for its size; the run finishes
+    assert p.returncode == 0, p.stderr[-2000:]
+    c = sqlite3.connect(rd2 / "runs.sqlite")
+    assert [r[0] for r in c.execute("SELECT reason FROM proposals")] == ["too_large"]
+    c.close()
+
+
+def test_split_sizes_larger_than_the_file_record_what_ran(env: dict[str, Path]) -> None:
+    rd = env["dir"] / "small-file"
+    p = cli(*adapt_args(env, str(rd))[:-2], "--n-feedback", "100000", "--run-dir", str(rd))
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [x for x in p.stderr.splitlines() if "fewer problems than asked" in x]
+    assert len(lines) == 1 and "feedback" in lines[0] and "asked 100000" in lines[0], p.stderr
+    c = sqlite3.connect(rd / "runs.sqlite")
+    ns = {n for (n,) in c.execute("SELECT n FROM evaluations WHERE split = 'feedback'")}
+    config = json.loads(c.execute("SELECT config FROM runs").fetchone()[0])
+    ran = c.execute("SELECT COUNT(*) FROM problem_records pr JOIN evaluations e ON pr.evaluation_id = e.id "
+                    "WHERE e.split = 'feedback'").fetchone()[0]
+    c.close()
+    assert ns == {ran} and config["n_feedback"] == ran < 100000
+    again = cli(*adapt_args(env, str(rd))[:-2], "--n-feedback", "100000", "--run-dir", str(rd), "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]  # the same asking resumes the same run
+
+
+def test_a_cache_folder_that_is_a_file_is_exit_2_for_an_openai_solver(env: dict[str, Path], tmp_path: Path) -> None:
+    f = tmp_path / "cache-file"
+    f.write_text("x")
+    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "run", "minimal", "--task", f"jsonl:{env['task']}",
+                        "--n", "2", "--solver", "openai:gemma?timeout=2&max_retries=0",
+                        "--solver-base-url", "http://127.0.0.1:9/v1"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE_DIR": str(f)})
+    one_line(p, 2, str(f), "HARNESSLEARN_CACHE=0")

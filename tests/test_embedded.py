@@ -8,12 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+from extras import needs_true
 
 from harnesslearn.errors import MissingExtraError, UserError
 from harnesslearn.models import embedded
 
 QWEN05 = "qwen2.5-coder-0.5b-instruct"
-needs_qwen = pytest.mark.skipif(not embedded.installed(QWEN05), reason="the 'qwen' extra is not installed")
+needs_qwen = needs_true(embedded.installed(QWEN05), "qwen")
 
 
 def test_registry_pins_versions_sizes_and_hashes() -> None:
@@ -52,3 +53,32 @@ def test_assembles_once_checks_and_repairs(monkeypatch: pytest.MonkeyPatch, tmp_
         f.write(b"\x00" if f.read(1) != b"\x00" else b"\x01")
     os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
     assert embedded._sha256(embedded.ensure_gguf(QWEN05)) == embedded.model_info(QWEN05).sha256
+
+
+def test_a_tampered_part_is_refused_and_nothing_is_trusted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The parts are checked against the pinned sha256 when assembled: one changed byte in one part is a
+    one-line UserError and leaves no file in the cache (that file would be trusted for good). The same
+    parts untouched assemble."""
+    import hashlib
+
+    parts = [tmp_path / f"part{i}.bin" for i in range(3)]
+    for i, p in enumerate(parts):
+        p.write_bytes(bytes([i]) * 100_000 + b"GGUF" * i)
+    whole = b"".join(p.read_bytes() for p in parts)
+    fake = dataclasses.replace(embedded.model_info(QWEN05), name="fake", filename="fake.gguf", size=len(whole),
+                               sha256=hashlib.sha256(whole).hexdigest())
+    monkeypatch.setitem(embedded.MODELS, "fake", fake)
+    monkeypatch.setattr(embedded, "part_files", lambda m: parts)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HARNESSLEARN_CACHE_DIR", str(cache))
+    with parts[1].open("r+b") as f:  # same size, one byte changed
+        f.seek(5_000)
+        f.write(b"\xff")
+    with pytest.raises(UserError, match="does not match the pinned checksum"):
+        embedded.ensure_gguf("fake")
+    assert not [p for p in cache.rglob("*") if p.is_file()]  # nothing half-written, nothing trusted
+    with parts[1].open("r+b") as f:
+        f.seek(5_000)
+        f.write(b"\x01")
+    path = embedded.ensure_gguf("fake")
+    assert path.read_bytes() == whole and embedded._trusted(fake, path)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import require
 
 EXP = Path(__file__).resolve().parents[1] / "experiments"
 sys.path.insert(0, str(EXP))
@@ -90,7 +91,7 @@ def test_instrument_times_phases_counts_solver_tokens_and_stops_at_the_deadline(
     import time
     from types import SimpleNamespace
 
-    pytest.importorskip("transformers")
+    require("transformers")
     import exp_runtime as rt
     import h200_grpo
 
@@ -249,7 +250,7 @@ def _tiny_model(path: Path) -> Path:
 
 @pytest.mark.slow
 def test_grpo_then_eval_scripts_run_on_the_cpu(tmp_path: Path) -> None:
-    pytest.importorskip("trl")
+    require("trl")
     import h200_eval
     import h200_grpo
 

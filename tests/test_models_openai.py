@@ -192,3 +192,24 @@ def test_the_vllm_provider_says_how_to_get_vllm_and_builds_its_server_command(tm
     joined = " ".join(argv)
     assert "--model /m" in joined and "--port 8123" in joined and "--gpu-memory-utilization 0.3" in joined
     assert "--enable-lora" in joined and "--lora-modules sft=/a" in joined and "--max-num-seqs 512" in joined
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/html"])
+def test_a_200_whose_body_is_not_a_completion_is_an_infrastructure_fault(content_type):
+    """Issue 23: a proxy's HTML page (or broken JSON) with HTTP 200 must never become a harness's answer."""
+
+    class Html(FakeOpenAIServer):
+        async def _handle(self, reader, writer):
+            if await read_request(reader) is not None:
+                writer.write(http_response(200, b"<html>gateway says hello</html>", content_type=content_type))
+                await writer.drain()
+            writer.close()
+
+    s = Html().start()
+    try:
+        m = load_model("openai:gem", base_url=s.url, **FAST)
+        with pytest.raises(InfraError, match="BadResponse"):
+            run(m, GenerateRequest("hi"))
+        assert m.stats()["retries"] >= 1
+    finally:
+        s.stop()

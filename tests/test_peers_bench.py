@@ -100,3 +100,41 @@ def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_setti
     assert len(run.carried_runs(tmp_path, now)) == 3
     with pytest.raises(SystemExit, match="settings differ from this run: model"):
         run.carried_runs(tmp_path, {**now, "model": 2})
+
+
+PROPOSER = '''
+SEARCH_PART = "    return completion.strip()\\n"
+EDITS = [
+    "<<<<<<< SEARCH\\n" + SEARCH_PART + "=======\\n" + SEARCH_PART + ">>>>>>> REPLACE\\n",  # a no-op
+    "<<<<<<< SEARCH\\n" + SEARCH_PART + "=======\\n\\n" + SEARCH_PART + "\\n>>>>>>> REPLACE\\n",  # blank lines only
+    "<<<<<<< SEARCH\\n" + SEARCH_PART + "=======\\n    return completion.strip().rstrip('.')\\n>>>>>>> REPLACE\\n",
+]
+
+def propose(prompt, **kw):
+    return EDITS.pop(0)
+'''
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+def test_hl_validity_counts_no_op_and_blank_line_edits_as_no_change(tmp_path: Path) -> None:
+    """A real adapt run whose proposer writes a no-op edit, a blank-lines-only edit and one real change:
+    the benchmark reports one valid proposal of three, the other two as ``no_change``."""
+    import os
+    import subprocess
+
+    from run import hl_validity
+
+    (tmp_path / "models.py").write_text(PROPOSER + "\ndef solver(prompt, **kw):\n    return '7.'\n")
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "question": f"{i}?", "answer": "7"}) + "\n"
+                                              for i in range(40)))
+    rd = tmp_path / "rd"
+    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", f"jsonl:{tmp_path / 't.jsonl'}",
+                        "--solver", f"python:{tmp_path / 'models.py'}:solver", "--proposer",
+                        f"python:{tmp_path / 'models.py'}:propose", "--rounds", "1", "--candidates", "3",
+                        "--n-feedback", "2", "--n-score", "3", "--n-test", "3", "--no-memory", "--json",
+                        "--run-dir", str(rd)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    v = hl_validity(json.loads(p.stdout))
+    assert v["proposals"] == 3 and v["valid"] == 1, v
+    assert v["note"] == "invalid: no_change 2", v

@@ -252,6 +252,11 @@ def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_b
     assert r.valid and r.source is not None and "split('```')[0]" in r.source
     # comments around the function are fine
     assert finish(f"```python\n# revised\n{fn}```").valid
+    # unfenced, the whole reply is the code: prose before or after the function makes it no function
+    assert finish(fn).valid
+    assert finish(f"Here is the fix:\n\n{fn}\nThis should work better.").reason == "no_blocks"
+    assert finish(f"Sure!\n{fn}").reason == "no_blocks"
+    assert finish(f"{fn}\nThe regex drops every x.").reason == "no_blocks"
 
 
 # ---------------------------------------------------------------- formats (harnesslearn.formats)

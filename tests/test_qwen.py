@@ -6,7 +6,6 @@ one of the zoo's, against the minimal seed)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs, needs_true
 from llama_server import llama_server
 
 from harnesslearn.models import GenerateRequest, embedded, load_model
@@ -22,8 +22,8 @@ QWEN = "qwen2.5-coder-1.5b-instruct"
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not embedded.installed(QWEN), reason="the 'qwen' extra is not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs the llamacpp extra"),
+    needs_true(embedded.installed(QWEN), "qwen"),
+    needs("llama_cpp", "llamacpp"),
 ]
 
 QUESTIONS = [

@@ -7,7 +7,6 @@ Node and endpoint deaths mid-run are in test_ray_faults.py."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs
 from llama_server import free_port
 
 from harnesslearn.errors import UserError
@@ -34,8 +34,7 @@ from harnesslearn.tasks import load_task
 
 HERE = Path(__file__).resolve().parent
 SOLVER = f"python:{HERE / 'ray_solvers.py'}:arith"
-NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
-                               reason="needs the ray extra (CI always has it: scripts/setup.sh --test)")
+NEEDS_RAY = needs("ray", "ray")
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +70,12 @@ def same_results(a, b):
     assert a.J == b.J and a.completion_rate == b.completion_rate
     assert [(p.id, p.status, p.answer, p.score, p.calls, p.tokens) for p in a.problems] == [
         (p.id, p.status, p.answer, p.score, p.calls, p.tokens) for p in b.problems]
+    # every call record, tool calls included (kind, request, response, tokens, error; not the timing)
+    def records(ev):
+        return [[(c.kind, c.request, c.response, c.prompt_tokens, c.completion_tokens, c.error)
+                 for c in p.record.calls] for p in ev.problems]
+
+    assert records(a) == records(b)
 
 
 @NEEDS_RAY
@@ -138,6 +143,8 @@ def test_search_and_python_tools_work_on_the_nodes(local_ray, tmp_path, with_cor
     local, remote, _, _ = evaluate_both(harness, task, "test", 6, RayConfig(actors=1, slots_per_actor=3, actor_cpus=0.5))
     same_results(local, remote)
     assert all(p.status == "ok" and p.answer.endswith("| 42") for p in remote.problems)
+    kinds = [[c.kind for c in p.record.calls] for p in remote.problems]
+    assert all(k.count("search") == 1 and k.count("python") == 1 and k.count("model") == 1 for k in kinds), kinds
     titles = {p.answer.split(" | ")[1] for p in remote.problems}
     assert all(t.startswith("Page" if with_corpus else "Doc") for t in titles)
 

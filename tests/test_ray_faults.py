@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
+from extras import needs, needs_true
 from llama_server import ServerProcess, free_port, llamacpp_argv
 
 HERE = Path(__file__).resolve().parent
-NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
-                               reason="needs the ray extra (CI always has it: scripts/setup.sh --test)")
+NEEDS_RAY = needs("ray", "ray")
 pytestmark = [NEEDS_RAY]
 
 FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 2, "health_check_timeout_ms": 500}
@@ -125,8 +125,8 @@ def llama(gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("fastapi") is None,
-                    reason="needs the llamacpp extra (llama-cpp-python[server])")
+@needs_true(importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("fastapi") is not None,
+               "llamacpp (llama-cpp-python[server])")
 def test_a_model_endpoint_killed_mid_run_its_calls_go_to_the_other_with_the_same_answers(cluster, tmp_path):
     from harnesslearn.models.local import ensure_gguf
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from extras import require
 
 from harnesslearn.errors import InfraError
 from harnesslearn.models.served import ServerProcess, free_port
@@ -145,7 +146,7 @@ def test_a_failure_while_opening_closes_what_was_opened() -> None:
 def test_an_hf_solver_behind_the_response_cache_opens_and_runs(tmp_path: Path) -> None:
     """The second failure of the first H200 run: every hf: solver is wrapped in the response cache,
     and code that read backend attributes of the engine failed there."""
-    pytest.importorskip("transformers")
+    require("transformers")
     from harnesslearn.evaluation import evaluate
     from harnesslearn.harness import load_harness
     from harnesslearn.models.cache import CachedBackend
@@ -209,7 +210,7 @@ def test_a_server_that_exits_or_never_answers_is_an_infrastructure_fault_with_it
 
 
 def test_closing_an_hf_backend_stops_the_batch_in_flight(tmp_path: Path) -> None:
-    pytest.importorskip("transformers")
+    require("transformers")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harnesslearn.models import GenerateRequest, load_model

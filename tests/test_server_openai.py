@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from extras import needs_true
 from fault_proxy import FaultProxy
 from llama_server import llama_server
 
@@ -19,8 +20,8 @@ from harnesslearn.models import GenerateRequest, load_model
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("fastapi") is None,
-                       reason="needs the llamacpp extra (llama-cpp-python[server])"),
+    needs_true(importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("fastapi") is not None,
+               "llamacpp (llama-cpp-python[server])"),
 ]
 
 

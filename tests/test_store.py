@@ -181,3 +181,67 @@ def test_load_evaluation_round_trips_typed(tmp_path: Path) -> None:
     assert ev.problems[1].gold == '["6", "six"]' and ev.problems[1].record.calls == []
     with pytest.raises(KeyError):
         s.load_evaluation(eid + 1)
+
+
+def _contend(d: str, barrier: Any, q: Any) -> None:
+    import time
+
+    from harnesslearn.errors import UserError
+
+    barrier.wait()
+    try:
+        s = Store.open(d, lock=True)
+    except UserError:
+        q.put(("lost", True))
+        return
+    time.sleep(0.3)  # the loser's failure happens while the winner works in the directory
+    q.put(("won", (Path(d) / "harnesses").is_dir() and (Path(d) / "runs.sqlite").is_file()))
+    s.close()
+
+
+def test_two_processes_creating_one_run_dir_never_delete_the_winners(tmp_path: Path) -> None:
+    """Issue 23: the process that lost the lock used to remove the directory the winner had just made."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    for trial in range(60):
+        d = str(tmp_path / f"run{trial}")
+        barrier, q = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_contend, args=(d, barrier, q)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        results = sorted(q.get(timeout=5) for _ in procs)
+        assert [r[0] for r in results] in (["lost", "won"], ["won", "won"]), results
+        assert all(ok for _, ok in results), f"trial {trial}: {results}"
+        assert (Path(d) / "harnesses").is_dir() and (Path(d) / "runs.sqlite").is_file()
+
+
+def test_load_evaluation_round_trips_every_field(tmp_path: Path) -> None:
+    """Every field of the Evaluation, its problems, their run records and calls comes back as saved: each
+    value is distinct, so a swapped column (answer and error, prompt and completion tokens) is caught."""
+    import dataclasses
+
+    calls = [CallRecord("model", {"prompt": "Q?", "max_tokens": 7}, "R1", 11, 5, 0.25, None),
+             CallRecord("python", {"code": "print(1)"}, "1\n", 0, 0, 0.125, "Timeout: 2s")]
+    rec = RunRecord("p0", Status.HARNESS_ERROR, answer="ANS", error="ERR: boom", calls=calls, wall_s=1.5)
+    p = _P("p0", "What is QQ?", "GOLD", 0.75, {"em": 0.0, "f1": 0.75}, "harness_error", "ANS", 1, 16, 1.5,
+           "ERR: boom", rec)
+    e = _E("h", task="jsonl:t", split="feedback", n=9, seed=3, J=0.4375, completion_rate=0.625, solver_calls=13,
+           tokens=17, wall_s=2.25, problems=[p])
+    s = Store.open(tmp_path)
+    s.create_run("r", {})
+    s.add_harness(Harness(seed_source("minimal")))
+    e.harness_id = Harness(seed_source("minimal")).id
+    ev = s.load_evaluation(s.save_evaluation("r", e))
+    for f in dataclasses.fields(_E):
+        if f.name != "problems":
+            assert getattr(ev, f.name) == getattr(e, f.name), f.name
+    (got,) = ev.problems
+    for f in dataclasses.fields(_P):
+        if f.name != "record":
+            assert getattr(got, f.name) == getattr(p, f.name), f.name
+    for name in ("problem_id", "status", "answer", "error", "wall_s"):
+        assert getattr(got.record, name) == getattr(rec, name), name
+    assert got.record.calls == calls

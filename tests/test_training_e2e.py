@@ -14,8 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
+from extras import require
 
-pytest.importorskip("trl")
+require("trl")
 
 from harnesslearn.training.config import GRPOTrainConfig, SFTTrainConfig, build_config  # noqa: E402
 from harnesslearn.training.reward import reward_value  # noqa: E402

@@ -126,3 +126,34 @@ def test_context_rows_keep_only_strict_improvements() -> None:
     assert counts["zoo:screen:answer_table"] == 1  # few_shot carries feedback questions literally
     s = summarise_rows(rows, counts, 1)
     assert s["kept"] == len(rows) and 0.0 <= s["interpreter_loop_share"] <= 1.0
+
+
+def test_context_rows_keep_the_zoo_edits_that_improve(tmp_path: Path) -> None:
+    """On a task where every answer is 6 the seed scores 0 and the reasoning zoo edits score 1 with the rule-
+    based solver: they are kept as rows (each a strict improvement, with its provenance), the rest counted."""
+    from harnesslearn.models import load_model
+    from harnesslearn.models.common import render_messages
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+    from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.tasks import load_task
+    from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows
+
+    p = tmp_path / "six.jsonl"
+    p.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} * 0 + 6?", "answer": "6"}) + "\n"
+                         for i in range(60)))
+    solver = load_model(SOLVER)
+    task = load_task(f"jsonl:{p}?scorer=exact")
+    settings = ZooSFTSettings(n_feedback=2, n_score=3, budgets=Budgets(timeout_s=30))
+
+    async def go() -> tuple[list[dict], object]:
+        async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:
+            return await context_rows(task, load_harness("minimal"), 5, ex, render_messages, settings)
+
+    rows, counts = asyncio.run(go())
+    kept = {r["provenance"]["source"] for r in rows}
+    assert {"zoo:interpreter_loop", "zoo:reason_extract"} <= kept, (kept, counts)
+    assert counts["zoo:kept"] == len(rows)
+    for r in rows:
+        prov = r["provenance"]
+        assert prov["J_before"] == 0.0 and prov["J_after"] == 1.0 and prov["harness_id"] != prov["parent_id"]
+        assert r["messages"][1]["content"].strip()

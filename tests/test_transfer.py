@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from extras import require
 
 from harnesslearn.errors import UserError
 from harnesslearn.transfer import TransferSettings, collect, restore
@@ -72,7 +73,7 @@ def test_settings_refuse_unknown_stages_engines_and_arms() -> None:
 
 @pytest.mark.slow
 def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> None:
-    pytest.importorskip("trl")
+    require("trl")
     env = {**os.environ, "HARNESSLEARN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, str(ROOT / "experiments" / "qwen12.py"), "smoke", "--work", str(tmp_path / "w")]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)

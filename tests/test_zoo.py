@@ -110,3 +110,43 @@ def test_zoo_command_bad_input(six_task: str, args: list[str], msg: str) -> None
     r = _cli("--task", six_task, "--solver", SOLVER, *args)
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_pick_is_made_on_the_score_split_where_score_and_test_disagree(six_task: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every entry's score-split J rises with its position and its test J falls: a pick made on test (or
+    on anything but the score split) names another entry. ``test="best"`` runs only the pick (and the seed)
+    on test."""
+    import asyncio
+
+    from harnesslearn import evaluation
+    from harnesslearn.evaluation import Evaluation
+
+    task = load_task(six_task)
+    entries = zoo.names(task)
+    assert len(entries) >= 3
+    rank = {zoo.build(n, task).id: i for i, n in enumerate(entries)}
+    tested: list[str] = []
+
+    async def fake(h: object, t: object, split: str, n: int, seed: int, executor: object, **kw: object) -> Evaluation:
+        i = rank.get(h.id, -1)  # type: ignore[attr-defined]
+        if split == "test":
+            tested.append(h.id)  # type: ignore[attr-defined]
+        j = (i + 1) / 10 if split == "score" else 0.9 - (i + 1) / 10
+        return Evaluation(h.id, "t", split, n, seed, j, 1.0, 0, 0, 0.0, [])  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(evaluation, "evaluate", fake)
+    out = asyncio.run(zoo.evaluate_zoo(task, executor=None, n_score=4, n_test=4, test="all",  # type: ignore[arg-type]
+                                       progress=False))
+    rows = {r["name"]: r for r in out["rows"]}
+    assert out["best"] == entries[-1]  # the highest on score ...
+    assert max((r for r in out["rows"] if not r["name"].startswith("seed:")), key=lambda r: r["test"]["J"])[
+        "name"] == entries[0]  # ... while test would have picked the first
+    assert out["best_test_J"] == rows[entries[-1]]["test"]["J"]
+    tested.clear()
+    out = asyncio.run(zoo.evaluate_zoo(task, executor=None, n_score=4, n_test=4, test="best",  # type: ignore[arg-type]
+                                       progress=False))
+    assert out["best"] == entries[-1] and [rank.get(t, -1) for t in tested] == [-1, len(entries) - 1]
+    rows = [zoo.ZooRow(n, n, {"J": s}, {"J": t}, 0, 0.0) for n, s, t in [("a", 0.2, 0.9), ("b", 0.5, 0.1),
+                                                                          ("c", 0.5, 0.0)]]
+    assert zoo.best(rows).name == "b"  # type: ignore[union-attr]  # highest score J, the first on ties

@@ -38,7 +38,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -53,7 +53,7 @@ from harnesslearn.rounds import Candidate, ProposalFailed, best_of, revise, sele
 from harnesslearn.sandbox.records import Budgets, CallRecord
 from harnesslearn.settings import AdaptSettings
 from harnesslearn.store import DB_NAME, Store
-from harnesslearn.tasks.base import Task
+from harnesslearn.tasks.base import FileTask, Task
 from harnesslearn.taxonomy import classify_result
 
 if TYPE_CHECKING:
@@ -298,7 +298,9 @@ def _run_dir(run_dir: str | Path | None, resume: bool) -> Path:
     if not str(run_dir).strip():
         raise UserError("--run-dir must not be empty")
     rd = Path(run_dir)
-    if not resume and rd.exists() and (not rd.is_dir() or any(rd.iterdir())):
+    if rd.exists() and not rd.is_dir():
+        raise UserError(f"--run-dir {rd} is a file, not a directory; name a new or existing run directory")
+    if not resume and rd.exists() and any(rd.iterdir()):
         raise UserError(f"run directory already exists: {rd} (use --resume to continue it, or another --run-dir)")
     return rd
 
@@ -359,6 +361,24 @@ async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:
         test = await loop.evaluation(loop.store.load_harness(top["harness_id"]), "test", purpose="zoo")
         top.update(best=True, test_J=test.J, test=zoo.summarise(test))
     return rows
+
+
+def _fit_splits(task: Task, s: AdaptSettings) -> AdaptSettings:
+    """``s`` with each split size cut to what a finite task holds (one stderr line when cut): the run
+    records, and is resumed with, the number of problems that actually ran."""
+    if not isinstance(task, FileTask):
+        return s
+    asked = {"feedback": s.n_feedback, "score": s.n_score, "test": s.n_test}
+    have = {split: len(task.problems(split, n, s.seed)) for split, n in asked.items()}
+    cut = {split: n for split, n in have.items() if 0 < n < asked[split]}  # an empty test split: J is null
+    if not cut:
+        return s
+    _log("[adapt] " + task.spec + " has fewer problems than asked: "
+         + ", ".join(f"{split} {n} (asked {asked[split]})" for split, n in cut.items())
+         + "; running and recording those")
+    return replace(s, n_feedback=have["feedback"] if "feedback" in cut else s.n_feedback,
+                   n_score=have["score"] if "score" in cut else s.n_score,
+                   n_test=have["test"] if "test" in cut else s.n_test)
 
 
 def _open_memory(task: Task, s: AdaptSettings) -> tuple[Memory | None, list[Entry]]:
@@ -438,6 +458,7 @@ async def adapt(
             raise UserError(f"the {split} split of {task.spec} has no problems (too few in the task for its "
                             f"split fractions feedback/score/test = {task.split_sizes.feedback:g}/"
                             f"{task.split_sizes.score:g}/{task.split_sizes.test:g})")
+    s = _fit_splits(task, s)
     t0 = time.perf_counter()
     rd = _run_dir(run_dir, resume)
     if resume and not (rd / DB_NAME).exists():

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import sqlite3
 import sys
 import typing
 from collections.abc import Callable
@@ -24,7 +25,8 @@ try:  # typer >= 0.17 vendors click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx  # type: ignore[no-redef]
 
-from harnesslearn.errors import InfraError, UserError
+from harnesslearn import aio
+from harnesslearn.errors import InfraError, UserError, disk_full
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S, AdaptSettings
 
@@ -179,7 +181,6 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate one harness on a task split in sandboxed workers and print its score J."""
-    import asyncio
 
     from harnesslearn.evaluation import Evaluation, evaluate
     from harnesslearn.harness import resolve_harness
@@ -202,7 +203,7 @@ def run(
             stats.update(rt.stats())
             return ev
 
-    ev = asyncio.run(go())
+    ev = aio.run(go())
     result = ev.to_json()
     result["model_stats"] = stats["solver"]  # calls, tokens, cache hits, retries, faults, infra errors; endpoints
     result["executor"] = stats["executor"]  # local, or the Ray actors, their nodes and the problems dispatched again
@@ -233,7 +234,6 @@ def zoo(
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate the harness zoo (human-designed harnesses) on the score and test splits."""
-    import asyncio
 
     from harnesslearn import zoo as zoo_mod
     from harnesslearn.runtime import SolverRuntime
@@ -257,7 +257,7 @@ def zoo(
             stats.update(rt.stats())
             return out
 
-    out = asyncio.run(go())
+    out = aio.run(go())
     out["solver"] = solver
     out["model_stats"] = stats["solver"]
 
@@ -344,7 +344,6 @@ def adapt(
     as_json: JsonOpt = False,
 ) -> None:
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
-    import asyncio
 
     from harnesslearn.adapt import adapt as run_adapt
     from harnesslearn.harness import resolve_harness
@@ -372,7 +371,7 @@ def adapt(
         finally:
             await proposer_m.aclose()
 
-    out = asyncio.run(go())
+    out = aio.run(go())
 
     def j(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
@@ -417,13 +416,12 @@ def demo(
     as_json: JsonOpt = False,
 ) -> None:
     """The main job on the embedded model (local:gemma-3-270m as solver and proposer), ending in a report."""
-    import asyncio
 
     from harnesslearn.demo import run_demo
 
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
-    out = asyncio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
+    out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
     human = (
         f"demo on rg:{out['family']} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
         f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"
@@ -533,7 +531,6 @@ def memory_add_zoo(
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate the zoo on a task's score split; store each zoo harness that beats the task's seed."""
-    import asyncio
 
     from harnesslearn import zoo as zoo_mod
     from harnesslearn.memory import add_zoo
@@ -553,7 +550,7 @@ def memory_add_zoo(
                                  budgets=Budgets(timeout_s=timeout), only=names)
 
     try:
-        out = asyncio.run(go())
+        out = aio.run(go())
     finally:
         mem.close()
     lines = [f"zoo on {t.spec} (score n={n_score}): seed J {out['seed_score_J']}"]
@@ -585,12 +582,11 @@ def _with_executor(cfg: Any, executor: str | None) -> Any:
 @train_app.command("sft-data")
 def train_sft_data(config: ConfigOpt, executor: TrainExecutorOpt = None, as_json: JsonOpt = False) -> None:
     """Teacher revisions of the seed on the training families, filtered into a chat JSONL."""
-    import asyncio
 
     from harnesslearn.training.config import SFTDataConfig, load_config
     from harnesslearn.training.sft_data import generate
 
-    result = asyncio.run(generate(_with_executor(load_config(SFTDataConfig, config), executor)))
+    result = aio.run(generate(_with_executor(load_config(SFTDataConfig, config), executor)))
     share = ", ".join(f"{k} {v:.0%}" for k, v in result["kind_share"].items())
     emit(result, as_json, f"kept {result['kept']} of {result['candidates']} revisions -> {result['out']} ({share})")
 
@@ -623,6 +619,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rv = command.main(args=argv, prog_name="harnesslearn", standalone_mode=False)
     except typer.Exit as e:
+        if e.exit_code == 130 and isinstance(e.__cause__, KeyboardInterrupt):  # typer's Ctrl-C
+            sys.stderr.write("harnesslearn: interrupted\n")
         sys.exit(e.exit_code)
     except typer.Abort:
         sys.stderr.write("harnesslearn: aborted\n")
@@ -644,6 +642,14 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("harnesslearn: interrupted\n")
         sys.exit(130)
+    except (sqlite3.OperationalError, OSError) as e:
+        if not disk_full(e):
+            raise
+        sys.stderr.write(f"harnesslearn: disk full ({str(e).splitlines()[0]}); what was committed before is "
+                         "intact: free some space and rerun (with --resume where the command has it)\n")
+        sys.exit(1)
+    if rv == 130:  # click returns typer's Exit(130) for a Ctrl-C when not in standalone mode
+        sys.stderr.write("harnesslearn: interrupted\n")
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

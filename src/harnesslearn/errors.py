@@ -27,3 +27,14 @@ class MissingExtraError(UserError):
     def __init__(self, what: str, extra: str, package: str | None = None) -> None:
         pkg = f" ({package})" if package else ""
         super().__init__(f"{what} needs the '{extra}' extra{pkg}: pip install 'harnesslearn[{extra}]'")
+
+
+def disk_full(e: BaseException) -> bool:
+    """``e`` says the disk (or the user's quota) is full: SQLite's SQLITE_FULL, or ENOSPC/EDQUOT. The CLI
+    then exits 1 with one line: what was committed before stays intact and resumable."""
+    import errno
+    import sqlite3
+
+    if isinstance(e, sqlite3.OperationalError):
+        return "disk is full" in str(e)
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)

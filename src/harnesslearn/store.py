@@ -57,7 +57,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -66,7 +65,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from harnesslearn.errors import UserError
+from harnesslearn.errors import UserError, disk_full
 from harnesslearn.evaluation import Evaluation, EvaluationSummary, ProblemResult
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.harness import Harness
@@ -422,6 +421,30 @@ def _lock(d: Path, *, probe: bool = False) -> IO[str] | None:
     return f
 
 
+def _make_dir(d: Path) -> bool:
+    """Create ``d`` (and its parents); True only when this call created ``d`` itself, so that two
+    processes racing to create a run directory never both think they own it."""
+    d.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(d)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _unmake(d: Path, db_existed: bool) -> None:
+    """Undo a failed ``Store.open`` that created ``d``: remove what it wrote; folders only when empty."""
+    if not db_existed:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                (d / f"{DB_NAME}{suffix}").unlink()
+    for leftover in (d / HARNESS_DIR, d / LOCK_NAME):
+        with contextlib.suppress(OSError):
+            leftover.rmdir() if leftover.is_dir() else leftover.unlink()
+    with contextlib.suppress(OSError):
+        d.rmdir()
+
+
 class Store:
     """A run directory. ``Store.open(run_dir)`` creates or opens it and applies migrations."""
 
@@ -449,11 +472,12 @@ class Store:
             _lock(d, probe=True)
         if db.exists():
             _check_database(db)
-        made = not d.exists()
+        made, db_existed = False, db.exists()
         lock_file: IO[str] | None = None
         try:
+            made = _make_dir(d)  # made: created by THIS call (atomically, os.mkdir)
+            lock_file = _lock(d) if lock else None  # before anything is created inside
             (d / HARNESS_DIR).mkdir(parents=True, exist_ok=True)
-            lock_file = _lock(d) if lock else None
             conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False, timeout=30.0)
             conn.row_factory = sqlite3.Row
             try:
@@ -465,16 +489,14 @@ class Store:
             except Exception:
                 conn.close()
                 raise
-        except (OSError, sqlite3.Error) as e:
+        except (OSError, sqlite3.Error, UserError) as e:
+            if made and (lock_file is not None or not lock):  # only what this call created, and only while
+                _unmake(d, db_existed)  # nobody else can be using it (we hold its lock)
             if lock_file is not None:
                 lock_file.close()
-            if made:
-                shutil.rmtree(d, ignore_errors=True)
+            if isinstance(e, UserError) or disk_full(e):  # a full disk: the CLI's own line, exit 1
+                raise
             raise UserError(f"cannot use run directory {d}: {e}") from None
-        except UserError:
-            if made:
-                shutil.rmtree(d, ignore_errors=True)
-            raise
         return store
 
     def close(self) -> None:
@@ -496,7 +518,8 @@ class Store:
         try:
             yield self.conn
         except Exception:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # SQLite already rolled back on some errors (SQLITE_FULL)
+                self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
 

@@ -22,11 +22,13 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from harnesslearn.errors import UserError
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
 
 SCHEMA = """
@@ -54,21 +56,54 @@ class ResponseCache:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self.broken: str | None = None  # why writes stopped (a cache that went read-only or full mid-run)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise self._unusable(e.strerror or str(e)) from None
         with self._lock:
             self._db  # noqa: B018 - open now so that a bad path fails early
 
-    @property
-    def _db(self) -> sqlite3.Connection:
-        """The connection, (re)opened on demand; callers hold ``self._lock``."""
-        if self._conn is None:
-            db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+    def _unusable(self, why: str) -> UserError:
+        return UserError(f"the response cache {self.path} cannot be used ({why}): fix its folder, point "
+                         "HARNESSLEARN_CACHE_DIR elsewhere, or turn the cache off with HARNESSLEARN_CACHE=0")
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(SCHEMA)
-            self._conn = db
+            db.execute("SELECT COUNT(*) FROM responses").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The connection, (re)opened on demand; callers hold ``self._lock``. A cache file that is not a
+        database (damaged) is set aside as ``responses.sqlite.corrupt-TIME`` and started afresh, as
+        corrupt model files are; a folder or file that cannot be opened or written is a UserError."""
+        if self._conn is None:
+            try:
+                self._conn = self._connect()
+            except sqlite3.DatabaseError as e:
+                damaged = "not a database" in str(e) or "malformed" in str(e)
+                if not (damaged and self.path.is_file()):
+                    raise self._unusable(str(e)) from None
+                aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+                try:
+                    os.replace(self.path, aside)
+                    for suffix in ("-wal", "-shm"):
+                        Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                    self._conn = self._connect()
+                except (OSError, sqlite3.DatabaseError) as e2:
+                    raise self._unusable(str(e2)) from None
+                sys.stderr.write(f"harnesslearn: the response cache {self.path} was damaged ({e}); set aside as "
+                                 f"{aside.name}, starting a new one\n")
         return self._conn
 
     @staticmethod
@@ -86,12 +121,21 @@ class ResponseCache:
         return Completion(texts=json.loads(row[0]), prompt_tokens=row[1], completion_tokens=row[2], cached=True)
 
     def put(self, identity: str, request: GenerateRequest, c: Completion) -> None:
+        """Store a completion. A write that fails (a read-only or full disk) turns the cache's writes off
+        with one line on stderr: a cache must never fail a model call that succeeded."""
+        if self.broken is not None:
+            return
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (self.key(identity, request), identity, request.key(), json.dumps(c.texts, ensure_ascii=False),
-                 c.prompt_tokens, c.completion_tokens, time.time()),
-            )
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (self.key(identity, request), identity, request.key(), json.dumps(c.texts, ensure_ascii=False),
+                     c.prompt_tokens, c.completion_tokens, time.time()),
+                )
+            except sqlite3.Error as e:
+                self.broken = str(e)
+                sys.stderr.write(f"harnesslearn: the response cache {self.path} cannot be written ({e}); "
+                                 "responses are no longer cached in this run\n")
 
     def __len__(self) -> int:
         with self._lock:

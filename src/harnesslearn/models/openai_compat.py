@@ -20,9 +20,12 @@ request itself was rejected, for example a prompt too long for the context) rais
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import random
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import openai
@@ -42,9 +45,14 @@ class EmptyResponse(Exception):
     """The server answered with no choices (treated as a transient fault)."""
 
 
+class BadResponse(Exception):
+    """The server answered 200 with a body that is not a completion (an HTML page from a proxy, broken
+    JSON): a fault of the server, retried and then an infrastructure error; never a harness's result."""
+
+
 def classify(e: Exception) -> tuple[bool, float | None]:
     """(transient?, Retry-After seconds) for an exception from one attempt."""
-    if isinstance(e, TimeoutError | openai.APIConnectionError | EmptyResponse):
+    if isinstance(e, TimeoutError | openai.APIConnectionError | EmptyResponse | BadResponse):
         return True, None
     if isinstance(e, openai.APIStatusError):
         code = e.status_code
@@ -56,6 +64,22 @@ def classify(e: Exception) -> tuple[bool, float | None]:
                 return True, None
         return False, None
     return False, None
+
+
+@contextlib.asynccontextmanager
+async def _bad_body() -> AsyncIterator[None]:
+    """A body the client cannot decode (HTTP 200 with broken JSON) is a ``BadResponse``."""
+    try:
+        yield
+    except json.JSONDecodeError as e:
+        raise BadResponse(f"the server's answer is not JSON ({e.msg})") from None
+
+
+def _completion(resp: Any) -> Any:
+    """``resp`` when it is a completion object; a ``BadResponse`` when the body was something else."""
+    if not hasattr(resp, "choices"):
+        raise BadResponse(f"the server's answer is not a completion: {str(resp)[:120]!r}")
+    return resp
 
 
 class OpenAIBackend(Backend):
@@ -113,15 +137,15 @@ class OpenAIBackend(Backend):
             params["stop"] = list(request.stop)
         if request.seed is not None:
             params["seed"] = request.seed
-        async with asyncio.timeout(self.timeout):
+        async with asyncio.timeout(self.timeout), _bad_body():
             if self._use_chat(request):
                 msgs = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
                 if self.prefill and msgs and msgs[-1].get("role") == "assistant":
                     params["extra_body"] = {"continue_final_message": True, "add_generation_prompt": False}
-                chat = await client.chat.completions.create(messages=msgs, **params)  # type: ignore[arg-type]
+                chat = _completion(await client.chat.completions.create(messages=msgs, **params))  # type: ignore[arg-type]
                 texts, usage = [c.message.content or "" for c in chat.choices], chat.usage
             else:
-                comp = await client.completions.create(prompt=prompt_text(request.prompt), **params)
+                comp = _completion(await client.completions.create(prompt=prompt_text(request.prompt), **params))
                 texts, usage = [c.text or "" for c in comp.choices], comp.usage  # type: ignore[assignment]
         if not texts:
             raise EmptyResponse("the server returned no choices")

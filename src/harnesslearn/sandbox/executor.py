@@ -269,6 +269,8 @@ class Executor:
         except InfraError as e:
             return [f"sandbox would not start: {e}"]
         finally:
+            if slot.pending is not None:  # cancelled while its worker was starting: kill that worker too
+                await asyncio.shield(self._kill_pending(slot.pending))
             self.spec = None
             canary.cleanup()
             if slot.cgroup is not None:
@@ -392,7 +394,16 @@ class Executor:
                 on_record(rec)
             return rec
 
-        records = list(await asyncio.gather(*(one(p) for p in problems)))
+        tasks = [asyncio.ensure_future(one(p)) for p in problems]
+        try:
+            records = list(await asyncio.gather(*tasks))
+        except BaseException:
+            # cancelled (Ctrl-C) or failed: end every problem's task before the caller closes
+            # the pool, so that none of them refills a slot after ``aclose``
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         # Let the background refills finish spawning: a process creation cancelled half-way
         # (when the caller's event loop ends right after this call) can hang asyncio's shutdown.
         refills = [s.pending for s in self._slots if s.pending is not None]
@@ -412,11 +423,24 @@ class Executor:
         return RunRecord(problem.id, Status.INFRA_ERROR, error=" | ".join(errors)[-2000:])
 
     async def _take(self, slot: _Slot) -> Worker:
+        """The slot's pre-started worker. A caller cancelled while waiting for it (Ctrl-C, a deadline)
+        leaves it with the slot, to be closed by ``aclose`` like any pre-started worker: cancelling the
+        spawn itself would leave a process and its pipes behind."""
         if slot.pending is None:
             self._refill(slot)
-        assert slot.pending is not None
-        t, slot.pending = slot.pending, None
-        return await t
+        t = slot.pending
+        assert t is not None
+        try:
+            worker = await asyncio.shield(t)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:  # the spawn failed: the next attempt starts a fresh one
+            if slot.pending is t:
+                slot.pending = None
+            raise
+        if slot.pending is t:
+            slot.pending = None
+        return worker
 
     async def _attempt(
         self, slot: _Slot, source: str, problem: Problem, tools: Tools, budgets: Budgets, refill: bool = True,

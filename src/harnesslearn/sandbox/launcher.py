@@ -378,6 +378,9 @@ class Worker:
             await asyncio.wait_for(asyncio.gather(*self.drains, return_exceptions=True), 2.0)
         for t in self.drains:
             t.cancel()
+        transport = getattr(self.proc, "_transport", None)  # asyncio's subprocess transport: its pipes too
+        if transport is not None:
+            transport.close()
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

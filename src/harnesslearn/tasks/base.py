@@ -14,6 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SPLITS = ("feedback", "score", "test")
+# A question travels to its sandboxed worker in one frame (8 MiB) with the harness (at most 1 MiB):
+# a larger one could never run, so it is refused when the task is read, not failed at run time.
+MAX_QUESTION_BYTES = 4 << 20
+
+
+def check_question(where: str, qid: object, question: str) -> None:
+    """A one-line UserError when ``question`` is too large to send to a worker."""
+    size = len(question.encode("utf-8", "surrogatepass"))
+    if size > MAX_QUESTION_BYTES:
+        from harnesslearn.errors import UserError
+
+        raise UserError(f"{where}: question of id {qid!r} is {size / (1 << 20):.1f} MiB; "
+                        f"at most {MAX_QUESTION_BYTES >> 20} MiB can be sent to a sandboxed worker")
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,7 @@ class Task(ABC):
             if key in seen or split_of(self.name, key, self.split_sizes) != split:
                 continue
             seen.add(key)
+            check_question(self.spec, p.id, p.question)
             out.append(p)
             if len(out) >= n:
                 break

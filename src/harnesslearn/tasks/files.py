@@ -59,6 +59,10 @@ def _json_list(name: str, text: str) -> list[Record]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{name}: not valid JSON at line {e.lineno}: {e.msg}") from None
+    except RecursionError:
+        raise UserError(f"{name}: JSON nested too deeply to read") from None
+    if not isinstance(data, list):
+        raise UserError(f"{name}: expected a JSON list of objects")
     out: list[Record] = []
     for i, row in enumerate(data):
         if not isinstance(row, dict):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes
+from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes, check_question
 from harnesslearn.tasks.files import read_records, resolve_path
 from harnesslearn.tasks.textmatch import best_em_f1, numbers_match, parse_number
 
@@ -56,6 +56,7 @@ def load_jsonl_problems(path: Path, scorer: str) -> list[Problem]:
             raise UserError(f"{at}: 'id' must be a non-empty string or an integer")
         if not isinstance(question, str) or not question.strip():
             raise UserError(f"{at}: 'question' must be a non-empty string")
+        check_question(at, qid, question)
         if str(qid) in seen:
             raise UserError(f"{at}: duplicate id {qid!r}")
         golds = _golds(row["answer"], at)

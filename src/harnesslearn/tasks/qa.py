@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes
+from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes, check_question
 from harnesslearn.tasks.files import read_records, resolve_path
 from harnesslearn.tasks.textmatch import best_em_f1
 
@@ -98,6 +98,7 @@ def _problem(kind: str, where: str, row: dict[str, Any]) -> Problem | None:
     question = row.get("question")
     if not isinstance(question, str) or not question.strip():
         raise UserError(f"{where}: missing field 'question'")
+    check_question(where, qid, question)
     meta: dict[str, Any] = {"family": kind, "paragraphs": _paragraphs(row, where)}
     meta.update({k: row[k] for k in _EXTRA_FIELDS if row.get(k) is not None})
     return Problem(id=str(qid), question=question, answer=_answers(row, where), metadata=meta)
