@@ -1,8 +1,10 @@
 """Harness memory on the CPU (issue 22): does a memory built on paper-train families help the untrained
 Qwen2.5-Coder-1.5B revise harnesses on paper-eval families it was not built from?
 
-    HARNESSLEARN_QA_DATA=... .venv/bin/python experiments/memory_eval.py --work runs/memory_eval \\
-        --out experiments/results/memory
+    .venv/bin/python experiments/memory_eval.py --work runs/memory_eval --out experiments/results/memory
+
+The memory shipped for the Qwen demo (``src/harnesslearn/seeds/memory/paper_train.jsonl``) is step 1's,
+exported: ``... memory_eval.py --work runs/memory_eval --only-build --export src/harnesslearn/seeds/memory/paper_train.jsonl``.
 
 1. ``build``: ``memory.add_zoo`` on the paper-train families (``--train``), the 1.5B as solver: every zoo
    harness (``--zoo``) that beats the minimal seed on the score split is stored.
@@ -146,6 +148,14 @@ async def main_async(a: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
     try:
         build_rows = await build(a, solver)
+        if a.export is not None:  # the memory the Qwen demo ships with (src/harnesslearn/seeds/memory/)
+            from harnesslearn.memory import export_jsonl
+
+            with Memory.open(a.work / "memory.sqlite") as mem:
+                a.export.write_text(export_jsonl(mem))
+            log(f"exported the paper-train memory to {a.export}")
+        if a.only_build:
+            return
         plan = [(f, c, "independent", 1, a.k) for f in a.eval for c in ("none", "memory")]
         plan += [(f, c, "sequential", a.rounds, a.candidates) for f in a.eval[:2] for c in ("none", "memory")]
         for fam, cond, strategy, rounds, k in plan:
@@ -178,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--max-tokens", type=int, default=768)
     p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--export", type=Path, default=None, help="write the built memory here as JSONL")
+    p.add_argument("--only-build", action="store_true", help="build (and --export) the memory, run nothing else")
     p.add_argument("--minutes", type=float, default=0.0, help="stop starting new runs after this (0: no limit)")
     a = p.parse_args(argv)
     a.deadline = time.time() + a.minutes * 60 if a.minutes else 0.0

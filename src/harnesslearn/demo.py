@@ -4,12 +4,20 @@ Sequential adaptation on one Reasoning Gym family with ``local:gemma-3-270m`` as
 and proposer (one backend instance, loaded once), sized for 2 CPU cores: ``DEMO_SETTINGS`` below.
 The demo shows the machinery (proposals, validity reasons, lineage, the report) end to end; a
 270M base model rarely writes a valid edit, so expect the seed to stay best most of the time.
+
+With an embedded Qwen coder (``--model local:qwen2.5-coder-1.5b-instruct``) the proposer is shown a
+harness memory shipped with the package (``seeds/memory/paper_train.jsonl``: the zoo harnesses that beat
+the minimal seed on the paper-train families simple_geometry, maze and tower_of_hanoi, built by
+``experiments/memory_eval.py --only-build --export``), loaded into a temporary memory so that the
+user's own memory is neither shown nor changed; the demo family (gcd) is not among them.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +33,13 @@ DEMO_SETTINGS = AdaptSettings(
 )
 # the instruction-tuned coder: chat prompts with the assistant-turn start (prime auto), longer
 # bodies, fewer and smaller evaluations (it generates 12-20 tokens/s here, 10x slower than Gemma)
+# (with the shipped memory it writes whole files, about 600 tokens for an interpreter loop)
 QWEN_SETTINGS = AdaptSettings(
-    strategy="sequential", rounds=1, candidates=3, seed=0, n_feedback=3, n_score=6, n_test=12, max_tokens=400,
+    strategy="sequential", rounds=1, candidates=3, seed=0, n_feedback=3, n_score=6, n_test=12, max_tokens=768,
     temperature=0.8, budgets=Budgets(timeout_s=120.0, max_calls=4, max_tokens=4096), concurrency=2,
 )
+SHIPPED_MEMORY = Path(__file__).resolve().parent / "seeds" / "memory" / "paper_train.jsonl"
+MEMORY_MODELS = ("local:qwen2.5-coder-1.5b-instruct", "local:qwen2.5-coder-0.5b-instruct")
 DEMO_SOLVER = "local:gemma-3-270m"
 PROFILES: dict[str, tuple[str, AdaptSettings]] = {  # model -> (default family, settings)
     "local:gemma-3-270m": ("basic_arithmetic", DEMO_SETTINGS),
@@ -52,6 +63,18 @@ def _report(run_dir: Path) -> str | None:
     return str(write_report(run_dir))
 
 
+def _shipped_memory(folder: Path) -> Path:
+    """A memory file in ``folder`` holding the shipped paper-train entries."""
+    from harnesslearn.memory import Memory, import_jsonl
+
+    path = folder / "memory.sqlite"
+    with Memory.open(path) as mem:
+        n = len(import_jsonl(mem, SHIPPED_MEMORY.read_text(), SHIPPED_MEMORY.name))
+    sys.stderr.write(f"[demo] memory: the {n} harnesses shipped with harnesslearn (paper-train families); "
+                     "your own memory is not used or changed\n")
+    return path
+
+
 async def run_demo(run_dir: str | Path | None = None, family: str | None = None, *, resume: bool = False,
                    model_spec: str = DEMO_SOLVER) -> dict[str, Any]:
     """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``."""
@@ -67,7 +90,10 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
     task = load_task(f"rg:{family}")
     model = load_model(model_spec)
     try:
-        result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
+        with tempfile.TemporaryDirectory(prefix="harnesslearn-demo-") as tmp:
+            if model_spec in MEMORY_MODELS:  # rebuilt the same on --resume: the same entries are shown
+                settings = replace(settings, memory=True, memory_path=str(_shipped_memory(Path(tmp))))
+            result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
     finally:
         await model.aclose()
     out = result.to_json()
