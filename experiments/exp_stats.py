@@ -57,16 +57,16 @@ def bootstrap_family_mean(per_family: Mapping[str, Sequence[float]], *, n_boot: 
 
 
 def bootstrap_family_mean_diff(before: Mapping[str, Sequence[float]], after: Mapping[str, Sequence[float]], *,
-                               n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
+                               n_boot: int = 2000, seed: int = 0, resample_families: bool = False) -> dict[str, float]:
     """Paired version of ``bootstrap_family_mean`` for ``after - before`` on the families both
-    have (problem pairs resampled inside each family)."""
+    have (problem pairs resampled inside each family; the families too if ``resample_families``)."""
     common = [f for f in before if f in after and len(before[f])]
     diffs = {}
     for f in common:
         if len(before[f]) != len(after[f]):
             raise ValueError(f"family {f}: paired samples differ in length")
         diffs[f] = [b - a for a, b in zip(before[f], after[f], strict=True)]
-    return bootstrap_family_mean(diffs, n_boot=n_boot, seed=seed)
+    return bootstrap_family_mean(diffs, n_boot=n_boot, seed=seed, resample_families=resample_families)
 
 
 # ---------------------------------------------------------------------- step-time breakdown

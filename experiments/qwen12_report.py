@@ -59,11 +59,15 @@ def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if a != "seed":
             seed = {f: per["seed"][f] for f in fam if f in per["seed"]}
             row["minus_seed"] = st.bootstrap_family_mean_diff(seed, {f: fam[f] for f in seed})
+            row["minus_seed_families_resampled"] = st.bootstrap_family_mean_diff(
+                seed, {f: fam[f] for f in seed}, resample_families=True)
             if a not in ("base",) and per["base"]:
                 common = [f for f in fam if f in per["base"]]
                 row["minus_base"] = st.bootstrap_family_mean_diff({f: per["base"][f] for f in common},
                                                                   {f: fam[f] for f in common})
                 row["minus_base_families"] = len(common)
+                row["minus_base_families_resampled"] = st.bootstrap_family_mean_diff(
+                    {f: per["base"][f] for f in common}, {f: fam[f] for f in common}, resample_families=True)
             v = val[a]
             row["validity"] = {**v, "valid_rate": v["valid"] / v["proposals"] if v["proposals"] else None,
                                "parse_rate": v["parsed"] / v["proposals"] if v["proposals"] else None}
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     sd = json.loads((ret / "sftdata.json").read_text()) if (ret / "sftdata.json").is_file() else None
     sft = json.loads((ret / "sft.json").read_text()) if (ret / "sft.json").is_file() else None
     grpo = json.loads((ret / "grpo.json").read_text()) if (ret / "grpo.json").is_file() else None
+    status = json.loads((ret / "status.json").read_text()) if (ret / "status.json").is_file() else {}
     tr = transfer(rows)
     (out / "transfer.json").write_text(json.dumps(tr, indent=1))
     made = plots(tr, grpo, out)
@@ -153,13 +158,22 @@ def main(argv: list[str] | None = None) -> None:
         if grpo.get("error"):
             md += ["", "```", grpo["error"][-1500:], "```"]
         md.append("")
+    failed = {k: v for k, v in status.items() if isinstance(v, dict) and v.get("state") == "failed"}
+    for stage, info in failed.items():
+        md += [f"## Stage `{stage}` failed ({info.get('seconds')} s)", "", "```",
+               str(info.get("error", ""))[-1200:].strip(), "```", ""]
     md += ["## Transfer table (21 paper-eval families, one revision of the minimal seed)", "",
-           "| row | families | mean test J [95 % CI, problems] | [95 % CI, families too] | minus seed | minus base | "
-           "valid / proposals | improved families |", "|---|---|---|---|---|---|---|---|"]
+           "Intervals: 95 % bootstrap; 'problems' resamples the test problems inside each family, 'families' "
+           "resamples the families too (the honest one for a claim about unseen families). Differences are "
+           "paired by family and problem.", "",
+           "| row | families | mean test J [95 % CI, problems] | [95 % CI, families too] | minus seed [problems] | "
+           "minus seed [families] | minus base [problems] | minus base [families] | valid / proposals | "
+           "picked a revision |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in tr["rows"].values():
         v = r.get("validity") or {}
         md.append(f"| {r['label']} | {r['families']} | {fmt(r['test_J'])} | {fmt(r['test_J_families_resampled'])} | "
-                  f"{fmt(r.get('minus_seed'))} | {fmt(r.get('minus_base'))} | "
+                  f"{fmt(r.get('minus_seed'))} | {fmt(r.get('minus_seed_families_resampled'))} | "
+                  f"{fmt(r.get('minus_base'))} | {fmt(r.get('minus_base_families_resampled'))} | "
                   f"{v.get('valid', '')} / {v.get('proposals', '')} | {v.get('improved', '')} |")
     md += ["", "Paper (4B solver): base 0.32, SFT 0.42, RL 0.62, 35B teacher 0.56.", ""]
     fams = sorted({f for r in tr["rows"].values() for f in r["per_family"]})

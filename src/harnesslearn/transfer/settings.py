@@ -53,7 +53,7 @@ class TransferSettings:
     contexts_per_update: int = setting(4, None, "GRPO contexts per update", lo=1)
     num_generations: int = setting(8, None, "GRPO candidates per context", lo=1)
     n_score_grpo: int = setting(4, None, "score-split problems of the GRPO reward", lo=1)
-    micro_batch: int = setting(8, None, "sequences per forward pass in training", lo=1)
+    micro_batch: int = setting(2, None, "sequences per forward pass in training (8 ran out of memory on the H200 beside vLLM)", lo=1)
     # eval: one revision of the minimal seed per unseen family by each proposer arm, and the zoo
     minutes_eval: float = setting(8.0, None, "deadline of the eval stage, minutes")
     arms: tuple[str, ...] = setting(ARMS, None, "proposer arms to evaluate: zoo, base, sft, rl")
