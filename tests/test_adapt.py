@@ -50,6 +50,19 @@ def compute(prompt, **kw):
 def never_applies(prompt, **kw):
     return "<<<<<<< SEARCH\\nthis line is not in the harness\\n=======\\nx\\n>>>>>>> REPLACE\\n"
 
+NOOP = """<<<<<<< SEARCH
+    return completion.strip()
+=======
+    return completion.strip()
+>>>>>>> REPLACE
+"""
+_made = []
+
+def noop_twice_then_compute(prompt, **kw):  # the first two calls of a process are no-ops
+    _count("proposer")
+    _made.append(1)
+    return NOOP if len(_made) <= 2 else EDIT.replace("OFFSET", "0")
+
 def slow_mixed(prompt, seed=None, **kw):
     _count("proposer")
     time.sleep(0.4)
@@ -120,6 +133,33 @@ def test_edits_that_never_apply_keep_the_seed(env: dict[str, Path]) -> None:
     assert out["proposals"] == 4 and out["test_J"] == out["seed_test_J"] and out["invalid_reasons"] == {"not_found": 4}
     rows = _db(rd).execute("SELECT valid, reason, raw FROM proposals").fetchall()
     assert len(rows) == 4 and all(r["valid"] == 0 and r["reason"] == "not_found" and r["raw"] for r in rows)
+
+
+def test_no_change_proposals_are_counted_and_redrawn_only_when_asked(env: dict[str, Path]) -> None:
+    """Issue 24: a no-op proposal is invalid (no_change) and, by default, one of the K candidates;
+    with --retry-no-change N up to N of them are followed by one more draw, counted, recorded and
+    recalled on --resume."""
+    rd = env["dir"] / "noop_default"
+    log = env["dir"] / "noop_default.calls"
+    p = _cli(_args(env, "noop_twice_then_compute", rd, "--rounds", "1", "--candidates", "2"), log)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["proposals"] == 2 and out["invalid_reasons"] == {"no_change": 2} and _calls(log)["proposer"] == 2
+    assert out["best_harness_id"] == out["seed_harness_id"]
+
+    rd = env["dir"] / "noop_retry"
+    log = env["dir"] / "noop_retry.calls"
+    args = _args(env, "noop_twice_then_compute", rd, "--rounds", "1", "--candidates", "2", "--retry-no-change", "1")
+    p = _cli(args, log)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["proposals"] == 3 and out["valid_proposals"] == 1 and out["invalid_reasons"] == {"no_change": 2}
+    assert _calls(log)["proposer"] == 3 and out["test_J"] >= 0.9 > out["seed_test_J"]
+    rows = _db(rd).execute("SELECT idx, reason FROM proposals ORDER BY idx").fetchall()
+    assert [(r["idx"], r["reason"]) for r in rows] == [(0, "no_change"), (1, "no_change"), (2, None)]
+    again = _cli([*args, "--resume"], log)  # a finished run: nothing is drawn again
+    assert again.returncode == 0 and json.loads(again.stdout)["test_J"] == out["test_J"]
+    assert _calls(log)["proposer"] == 3
 
 
 def test_existing_run_dir_without_resume_is_refused_untouched(env: dict[str, Path]) -> None:

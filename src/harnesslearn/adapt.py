@@ -212,20 +212,20 @@ class Loop:
             cands = await revise(
                 parent, prompt, self.fmt, self.proposer, k, score=score, seed=self.settings.seed, round=round,
                 temperature=self.settings.temperature, max_tokens=self.settings.max_tokens, concurrent=False,
-                recall=lambda i: self.recall(round, i),
+                retry_no_change=self.settings.retry_no_change, recall=lambda i: self.recall(round, i),
                 record=lambda c, comp, req: self.record(round, parent, prompt, c, comp, req))
         except ProposalFailed as e:  # the proposer's backend failed: not a proposal, and nothing to score
             raise InfraError(
                 f"the proposer {self.proposer.spec} failed on {e}; nothing was stored for it: fix the cause and "
                 "rerun with --resume") from e
-        self.proposer_calls += k
+        self.proposer_calls += len(cands)  # k, and one more for each redrawn no-op (--retry-no-change)
         for c in cands:
             history.append(Attempt(round, c.index, c.edit.valid, None if c.edit.reason is None else str(c.edit.reason),
                                    parent_J, c.J, c.proposal))
             if self.progress:
                 state = (f"J={c.J:.3f}" if c.J is not None else
                          "valid" if c.edit.valid else f"invalid: {c.edit.reason}")
-                _log(f"[adapt {self.run_id}] round {round} candidate {c.index + 1}/{k}: {state}")
+                _log(f"[adapt {self.run_id}] round {round} candidate {c.index + 1}/{len(cands)}: {state}")
         return cands
 
     def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:

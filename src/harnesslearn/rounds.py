@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harnesslearn.edits import EditResult, apply_proposal
+from harnesslearn.edits import EditResult, Reason, apply_proposal
 from harnesslearn.errors import InfraError
 from harnesslearn.evaluation import improves
 from harnesslearn.formats import ProposerFormat
@@ -95,11 +95,15 @@ async def judge(parent: Harness, proposals: Sequence[str | tuple[str, str]], sco
 
 async def revise(parent: Harness, prompt: str | Messages, fmt: ProposerFormat, proposer: ModelBackend, k: int, *,
                  score: Score | None = None, seed: int = 0, round: int = 1, temperature: float = 0.8,
-                 max_tokens: int = 1024, concurrent: bool = True,
+                 max_tokens: int = 1024, concurrent: bool = True, retry_no_change: int = 0,
                  recall: Callable[[int], str | None] | None = None,
                  record: Callable[[Candidate, Completion, GenerateRequest], None] | None = None) -> list[Candidate]:
     """``k`` proposals revising ``parent`` (candidate i sampled with ``candidate_seed(seed, round, i)``),
-    applied and scored. See the module docstring for ``recall`` and ``record``."""
+    applied and scored. See the module docstring for ``recall`` and ``record``.
+
+    With ``retry_no_change`` = n, up to n proposals that left the harness unchanged (``no_change``) are
+    each followed by one more draw (candidates k, k+1, ...: their own seeds, recorded and recalled like
+    the others, so a resumed round makes the same draws); the no-ops stay in the list, invalid."""
     async def draw(i: int) -> str:
         old = recall(i) if recall is not None else None
         if old is not None:
@@ -121,7 +125,20 @@ async def revise(parent: Harness, prompt: str | Messages, fmt: ProposerFormat, p
         texts = list(await asyncio.gather(*(draw(i) for i in range(k))))
     else:
         texts = [await draw(i) for i in range(k)]
-    return await judge(parent, texts, score, concurrent=concurrent)
+    cands = await judge(parent, texts, score, concurrent=concurrent)
+    pending = sum(_no_change(c) for c in cands)
+    while pending and len(cands) < k + retry_no_change:
+        pending -= 1
+        i = len(cands)
+        (c,) = await judge(parent, [await draw(i)], score)
+        c.index = i
+        cands.append(c)
+        pending += _no_change(c)
+    return cands
+
+
+def _no_change(c: Candidate) -> bool:
+    return c.edit.reason == Reason.NO_CHANGE
 
 
 def best_of(scored: Sequence[tuple[float | None, T]]) -> tuple[float, T] | None:

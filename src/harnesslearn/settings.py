@@ -91,6 +91,10 @@ class AdaptSettings:
     temperature: float = setting(0.8, "--proposer-temperature", "Proposer temperature.", lo=0.0, hi=MAX_TEMPERATURE)
     max_tokens: int = setting(1024, "--proposer-max-tokens", "Proposer completion length (tokens).", lo=1,
                               hi=MAX_COMPLETION_TOKENS)
+    retry_no_change: int = setting(
+        0, "--retry-no-change", "Proposals of a round that may be drawn again when one leaves the harness unchanged "
+        "(no_change); each redraw is one more proposer call, counted and recorded. 0: a no-op is counted as one "
+        "of the K candidates, not retried.", lo=0, hi=MAX_CANDIDATES)
     n_traces: int = setting(4, None, "Per-problem traces shown in a proposer prompt.", lo=0, hi=1_000)
     form: FormChoice = setting(
         "auto", "--proposer-form",
