@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
+from harnesslearn.sqlitewal import connect_wal
 
 OFF = {"0", "off", "false", "no", ""}
 MIN_LEAK_CHARS = 4
@@ -129,10 +130,7 @@ class Memory:
             raise UserError(f"memory {p} is not a file")
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(p, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(SCHEMA)
-            conn.execute("SELECT COUNT(*) FROM entries").fetchone()
+            conn = connect_wal(p, (SCHEMA, "SELECT COUNT(*) FROM entries"))
         except sqlite3.DatabaseError as e:
             raise UserError(f"memory {p} is damaged or not a memory file ({e}); move it away or remove it "
                             "(`harnesslearn memory export` first if it still reads)") from None

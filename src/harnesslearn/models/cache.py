@@ -30,6 +30,7 @@ from typing import Any
 
 from harnesslearn.errors import UserError
 from harnesslearn.models.base import Completion, GenerateRequest, ModelBackend
+from harnesslearn.sqlitewal import connect_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -71,16 +72,8 @@ class ResponseCache:
                          "HARNESSLEARN_CACHE_DIR elsewhere, or turn the cache off with HARNESSLEARN_CACHE=0")
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(SCHEMA)
-            db.execute("SELECT COUNT(*) FROM responses").fetchone()
-        except BaseException:
-            db.close()
-            raise
-        return db
+        return connect_wal(self.path, ("PRAGMA synchronous=NORMAL", SCHEMA, "SELECT COUNT(*) FROM responses"),
+                           check_same_thread=False)
 
     @property
     def _db(self) -> sqlite3.Connection:
