@@ -340,7 +340,15 @@ def connect_ray(config: RayConfig) -> bool:
         else:
             if config.address != "auto":
                 _check_reachable(config.address)
-            ray.init(address=config.address, **common)
+            for attempt in range(3):
+                try:
+                    ray.init(address=config.address, **common)
+                    break
+                except ConnectionError as e:  # a Ray client server that did not start in time: a
+                    if "Initialization failure" not in str(e) or attempt == 2:  # transient fault, seen
+                        raise  # on 2 busy cores; the client proxy starts a fresh one on the next try
+                    ray.shutdown()
+                    time.sleep(2.0)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
         where = f"the Ray cluster at {config.address}" if config.address else "a local Ray instance"
         raise UserError(f"cannot connect to {where}: {_first_line(e)}") from None
