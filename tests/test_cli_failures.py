@@ -326,16 +326,21 @@ def test_ctrl_c_during_run_is_exit_130_and_one_line(env: dict[str, Path], after:
     one_line(p, 130, "interrupted")
 
 
+def assert_intact_then_resumed(env: dict[str, Path], rd: Path, proposals: int, proposer: str, *args: str) -> None:
+    """The interrupted run's database passes SQLite's integrity check and ``--resume`` finishes it."""
+    c = sqlite3.connect(rd / "runs.sqlite")
+    assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    c.close()
+    done = cli(*adapt_args(env, str(rd), proposer, *args, "--resume"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["proposals"] == proposals
+
+
 def test_ctrl_c_during_adapt_then_resume_finishes(env: dict[str, Path]) -> None:
     rd = env["dir"] / "interrupted"
     p = interrupt(adapt_args(env, str(rd), "slow", "--candidates", "2", "--rounds", "2"), rd / "runs.sqlite")
     one_line(p, 130, "interrupted")
-    c = sqlite3.connect(rd / "runs.sqlite")
-    assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    c.close()
-    done = cli(*adapt_args(env, str(rd), "slow", "--candidates", "2", "--rounds", "2", "--resume"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["proposals"] == 4
+    assert_intact_then_resumed(env, rd, 4, "slow", "--candidates", "2", "--rounds", "2")
 
 
 def test_a_full_disk_mid_adapt_is_one_line_exit_1_and_resumable(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
@@ -363,12 +368,7 @@ def test_a_full_disk_mid_adapt_is_one_line_exit_1_and_resumable(env: dict[str, P
     assert e.value.code == 1 and len(err.strip().splitlines()) == 1, err[-2000:]
     assert "disk full" in err and "Traceback" not in err
     monkeypatch.undo()
-    c = sqlite3.connect(rd / "runs.sqlite")
-    assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    c.close()
-    done = cli(*adapt_args(env, str(rd), "compute", "--n-score", "20", "--n-test", "40", "--resume"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["proposals"] == 1
+    assert_intact_then_resumed(env, rd, 1, "compute", "--n-score", "20", "--n-test", "40")
 
 
 def test_run_dir_naming_a_regular_file_says_so(env: dict[str, Path]) -> None:

@@ -376,9 +376,8 @@ def _fit_splits(task: Task, s: AdaptSettings) -> AdaptSettings:
     _log("[adapt] " + task.spec + " has fewer problems than asked: "
          + ", ".join(f"{split} {n} (asked {asked[split]})" for split, n in cut.items())
          + "; running and recording those")
-    return replace(s, n_feedback=have["feedback"] if "feedback" in cut else s.n_feedback,
-                   n_score=have["score"] if "score" in cut else s.n_score,
-                   n_test=have["test"] if "test" in cut else s.n_test)
+    sizes: dict[str, Any] = {f"n_{split}": n for split, n in cut.items()}
+    return replace(s, **sizes)
 
 
 def _open_memory(task: Task, s: AdaptSettings) -> tuple[Memory | None, list[Entry]]:
