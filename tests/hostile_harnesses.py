@@ -345,29 +345,40 @@ def solve(model, question):
 # Six children of 300 MB each: each fits under the per-process address-space limit (512 MB in the
 # suite), together they pass the slot's cgroup memory cap (2 x 512 + 256 + 64 MB): the OOM killer
 # must kill at least two of them (the harness itself stays small, survives and counts them).
+# One child fills at a time: six filling at once, each stuck short of 300 MB at the cap, can keep
+# the kernel reclaiming the slot's file pages for seconds on 2 busy cores without calling the OOM
+# killer (seen in the full suite: all six still running after 9 s), which tests the clock, not the cap.
 hostile("fork_then_fill_memory", {"ok", "memory"}, """
 import os, signal, time, select
 def solve(model, question):
-    r, w = os.pipe()
-    pids = []
+    pids, filled, deadline = [], 0, time.time() + 9  # about 1 s on 2 busy cores
     for _ in range(6):
+        r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
+                os.close(r)
                 hoard = b'x' * (300 * 1024 * 1024)  # touches every page
                 os.write(w, b'1')
                 time.sleep(30)
             finally:
                 os._exit(0)
+        os.close(w)
         pids.append(pid)
-    filled, killed, deadline = 0, 0, time.time() + 9  # about 4 s on 2 busy cores
-    while filled + killed < 6 and time.time() < deadline:
-        if select.select([r], [], [], 0.1)[0]:
-            filled += len(os.read(r, 16))
+        while time.time() < deadline:  # until this child has filled, or died (end of file)
+            if select.select([r], [], [], 0.1)[0]:
+                filled += len(os.read(r, 1))
+                break
+        os.close(r)
+    killed, grace = 0, time.time() + 2  # an OOM victim may still be exiting
+    while pids and time.time() < grace:
         for pid in list(pids):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 pids.remove(pid)
                 killed += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        if killed >= 2:
+            break
+        time.sleep(0.05)
     return 'filled %d, killed %d' % (filled, killed)
 """)
