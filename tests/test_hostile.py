@@ -31,7 +31,7 @@ from hostile_harnesses import H  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
-LONG = {"python_tool_hostile_code": 15.0, "flood_model_from_threads": 10.0, "fork_then_fill_memory": 12.0}
+LONG = {"python_tool_hostile_code": 15.0, "flood_model_from_threads": 10.0, "fork_then_fill_memory": 30.0}
 
 
 class WrongModel(ModelBackend):
