@@ -354,7 +354,7 @@ hostile("fork_then_fill_memory", {"ok", "memory"}, """
 import os, signal, time, select, sys
 def solve(model, question):
     t0 = time.time()
-    pids, filled, deadline = [], 0, t0 + 25  # about 1-4 s on 2 busy cores
+    pids, filled, deadline = [], 0, t0 + 25  # 1-6 s measured on 2 busy cores
     for _ in range(6):
         r, w = os.pipe()
         pid = os.fork()
