@@ -194,3 +194,19 @@ def test_cache_root_ignores_the_response_cache_switch(monkeypatch, tmp_path):
     assert cache_root() == tmp_path / "cache" / "rg"
     monkeypatch.delenv("HARNESSLEARN_CACHE_DIR")
     assert cache_root().is_absolute() and cache_root().parts[-2:] == ("harnesslearn", "rg")
+
+
+def test_codeio_generation_leaves_the_users_folder_byte_identical(tmp_path, monkeypatch):
+    """codeio's generator executes sample programs that write files into the current directory (one
+    overwrote a user's simulation_data.txt): its items are made in a private scratch directory."""
+    monkeypatch.setenv("HARNESSLEARN_CACHE_DIR", str(tmp_path / "cache"))
+    home = tmp_path / "user"
+    home.mkdir()
+    mine = home / "simulation_data.txt"
+    mine.write_bytes(b"the user's own data\n")
+    monkeypatch.chdir(home)
+    task = load_task("rg:codeio")
+    for split in ("feedback", "score"):
+        assert len(task.problems(split, 10, seed=2)) == 10
+    assert sorted(p.name for p in home.iterdir()) == ["simulation_data.txt"]
+    assert mine.read_bytes() == b"the user's own data\n"

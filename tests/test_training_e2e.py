@@ -18,6 +18,7 @@ from extras import require
 
 require("trl")
 
+from harnesslearn.errors import UserError  # noqa: E402
 from harnesslearn.training.config import GRPOTrainConfig, SFTTrainConfig, build_config  # noqa: E402
 from harnesslearn.training.reward import reward_value  # noqa: E402
 
@@ -120,8 +121,33 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
     parts = out["reward_parts"][0]
     assert {"J", "parse_rate", "produce_rate", "completion_rate", "reward", "none_rate"} <= parts.keys()
 
-    # resume: the same config with two steps continues from checkpoint-1 instead of starting over
-    again = run_grpo(build_config(GRPOTrainConfig, {**{f: getattr(cfg, f) for f in cfg.__dataclass_fields__},
-                                                    "max_steps": 2, "resume": True}))
-    assert again["steps"] == 2
-    assert [p["step"] for p in again["reward_parts"]] == [1]  # only the new step was generated and scored
+    # the compact state after the update: bf16 adapter, updates and contexts consumed, a record per update
+    state = json.loads((d / "grpo" / "state" / "state.json").read_text())
+    assert (state["updates"], state["contexts"]) == (1, 2)
+    saved = lora_tensors(d / "grpo" / "state" / "adapter")
+    assert {str(t.dtype) for t in saved.values()} == {"torch.bfloat16"}
+    final = lora_tensors(Path(out["adapter"]))
+    assert all(torch_close(saved[k], final[k]) for k in saved)  # the state is the trained adapter
+    (rec,) = [json.loads(line) for line in (d / "grpo" / "state" / "updates.jsonl").read_text().splitlines()]
+    assert rec["update"] == 1 and {"generation", "reward", "update"} <= rec["seconds"].keys()
+    assert "frac_reward_zero_std" in rec["trl"] and rec["reward_parts"]["J"] is not None and rec["adapter_norm"] > 0
+
+    # resume: the same config with two updates continues from the state (the next contexts, the saved adapter)
+    fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+    with pytest.raises(UserError, match="learning_rate"):  # a setting that shapes the run may not change
+        run_grpo(build_config(GRPOTrainConfig, {**fields, "max_steps": 2, "resume": True, "learning_rate": 1e-2}))
+    again = run_grpo(build_config(GRPOTrainConfig, {**fields, "max_steps": 2, "resume": True}))
+    assert again["steps"] == 2 and again["resumed_from"] == 1 and again["new_steps"] == 1
+    assert [p["step"] for p in again["reward_parts"]] == [1]  # only the new update was generated and scored
+    recs = [json.loads(line) for line in (d / "grpo" / "state" / "updates.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in recs] == [1, 2] and recs[1]["contexts"] == 4
+    assert_all_changed(saved, lora_tensors(d / "grpo" / "state" / "adapter"))
+    done = run_grpo(build_config(GRPOTrainConfig, {**fields, "max_steps": 2, "resume": True}))
+    assert done["new_steps"] == 0 and done["steps"] == 2  # nothing left: no model is loaded, nothing runs
+
+
+def torch_close(a: object, b: object) -> bool:
+    import torch
+
+    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    return torch.allclose(a.float(), b.float(), rtol=1e-2, atol=1e-3)

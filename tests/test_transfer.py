@@ -87,9 +87,16 @@ def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> Non
     assert kept[0]["provenance"]["source"] == "zoo:interpreter_loop"
     assert (ret / "sft_adapter" / "adapter_model.safetensors").is_file()
     grpo = json.loads((ret / "grpo.json").read_text())
-    assert grpo["steps"] == 1 and grpo["start"] == "sft_adapter" and (ret / "rl_adapter").is_dir()
+    assert grpo["steps"] == 1 and grpo["start"] == "sft_adapter"
+    state = json.loads((ret / "grpo" / "state" / "state.json").read_text())  # the resumable state of GRPO
+    assert state["updates"] == 1 and (ret / "grpo" / "state" / "adapter" / "adapter_model.safetensors").is_file()
+    assert len((ret / "grpo" / "state" / "updates.jsonl").read_text().splitlines()) == 1
     rows = [json.loads(line) for line in (ret / "eval_rows.jsonl").read_text().splitlines()]
-    assert sorted(r["arm"] for r in rows) == ["base", "rl", "sft", "zoo"]
+    assert sorted(r["arm"] for r in rows) == ["base", "base_mem", "rl", "rl_mem", "sft", "zoo"]
+    for r in rows:  # the memory arms were shown entries of the shipped (paper-train) memory, the others none
+        assert bool(r.get("memory_shown")) == r["arm"].endswith("_mem"), r
+        assert all(not e.endswith(":rg:gcd") for e in r.get("memory_shown", []))
+    assert zoo_row_near_copy(rows)
     zoo = next(r for r in rows if r["arm"] == "zoo")
     assert zoo["picked"] == "interpreter_loop" and zoo["test_J"] == 1.0 and zoo["seed_test_J"] == 0.0
     assert all(r["proposals"] == 1 and r["solver"] and r["n_test"] == 2 for r in rows if r["arm"] != "zoo")
@@ -113,6 +120,13 @@ def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> Non
 
     # what comes back from the device, and a fresh machine's restore of it
     out = collect(tmp_path / "w", tmp_path / "out")
-    assert "results.tgz" in out and "sft_adapter.tar.00" in out and len(out) <= 8
+    assert "results.tgz" in out and "sft_adapter.tar.00" in out and "grpo_state.tar.00" in out and len(out) <= 8
     names = restore(tmp_path / "again", tmp_path / "out")
-    assert {"status.json", "eval_rows.jsonl", "sft_adapter", "rl_adapter"} <= set(names)
+    assert {"status.json", "eval_rows.jsonl", "sft_adapter", "grpo"} <= set(names)
+    assert json.loads((tmp_path / "again" / "ret" / "grpo" / "state" / "state.json").read_text())["updates"] == 1
+
+
+def zoo_row_near_copy(rows: list) -> bool:
+    """The zoo arm's pick is the zoo's interpreter loop: its nearest zoo file is that one, a near-copy."""
+    zoo = next(r for r in rows if r["arm"] == "zoo")
+    return zoo["nearest_zoo"] == "interpreter_loop" and zoo["nearest_zoo_ratio"] >= 0.8

@@ -36,8 +36,11 @@ case "${1:-}" in
     mkdir -p "$(dirname "$G")"
     echo "$SHA  $D/a/$MODEL-q4_k_m.gguf" | sha256sum -c - >/dev/null
     mv "$D/a/$MODEL-q4_k_m.gguf" "$G"
-    setsid nohup python3 -c "from harnesslearn.models.embedded import ensure_hf_copy; print(ensure_hf_copy('$MODEL'))" \
-      > "$D/convert.log" 2>&1 < /dev/null &
+    # the repository folder is replaced on every device call: run detached work from a copy outside it
+    rm -rf "$D/src" && cp -r src "$D/src"
+    (cd "$D" && PYTHONPATH="/tmp/site:$D/src" setsid nohup python3 -c \
+      "from harnesslearn.models.embedded import ensure_hf_copy; print(ensure_hf_copy('$MODEL'))" \
+      > "$D/convert.log" 2>&1 < /dev/null &)
     echo "harnesslearn wheels installed; GGUF checked; converting in the background (pid $!)" ;;
   vllm)
     unpack b

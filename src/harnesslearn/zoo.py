@@ -72,6 +72,22 @@ def source(name: str) -> str:
     return (resources.files("harnesslearn") / "seeds" / "zoo" / f"{name}.py").read_text(encoding="utf-8")
 
 
+NEAR_COPY = 0.8  # difflib ratio at or above which a harness counts as a near-copy of a zoo harness
+
+
+def nearest(source_text: str) -> tuple[str, float]:
+    """The zoo harness file most similar to ``source_text`` and the difflib ratio (0..1) of the two:
+    how much of a revision is what the zoo (or a memory built from it) already showed."""
+    import difflib
+
+    best = ("", 0.0)
+    for name in ENTRIES:
+        ratio = difflib.SequenceMatcher(None, source_text, source(name), autojunk=False).ratio()
+        if ratio > best[1]:
+            best = (name, ratio)
+    return best
+
+
 def _fill_examples(src: str, task: Task, seed: int) -> str:
     examples = [(p.question[:CAP_EXAMPLE], str(p.answer)[:CAP_EXAMPLE])
                 for p in task.problems("feedback", FEW_SHOT_EXAMPLES, seed)]

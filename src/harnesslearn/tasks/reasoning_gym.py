@@ -22,7 +22,9 @@ Guards and their limits:
 - The global ``random`` module is seeded per item (and restored after): list_functions uses it.
 - Five families depend on Python's hash seed (``rg_pinned.HASH_SENSITIVE``); their items are made
   in a child process with ``PYTHONHASHSEED=0`` (about 2 s a batch of 64) so that they are the
-  same in every process.
+  same in every process. codeio's generator executes sample programs that write files into the
+  current directory (``rg_pinned.SCRATCH_FAMILIES``): its items are made in the same child, which
+  runs in a private scratch directory.
 - Slow items (over ``DISK_CACHE_MIN_S`` to generate, e.g. sokoban, knight_swap) and the items of
   hash-sensitive families are pickled under
   ``~/.cache/harnesslearn/rg/`` (or ``$HARNESSLEARN_CACHE_DIR``/rg, the folder the models and
@@ -52,6 +54,7 @@ from harnesslearn.tasks.base import Problem, Score, SplitSizes, Task, split_of
 from harnesslearn.tasks.rg_pinned import BATCH as PINNED_BATCH
 from harnesslearn.tasks.rg_pinned import (
     HASH_SENSITIVE,
+    SCRATCH_FAMILIES,
     generate_pinned,
     hash_seed_pinned,
     seeded_global_random,
@@ -197,7 +200,7 @@ class RGTask(Task):
                     return entry
             except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
                 pass  # a broken cache file is regenerated below
-        if self.family in HASH_SENSITIVE and not hash_seed_pinned():
+        if (self.family in HASH_SENSITIVE and not hash_seed_pinned()) or self.family in SCRATCH_FAMILIES:
             entry = self._pinned(seed, idx)
             self._store(path, entry)
             return entry

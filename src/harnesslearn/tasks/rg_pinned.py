@@ -8,6 +8,12 @@ tests/test_tasks_rg.py). For those families items are made in a child with the h
 a batch at a time, which makes them the same in every process on the same Python version
 (not guaranteed across Python versions, whose set layout can change).
 
+The same child makes the items of families whose generators execute sample programs in the process
+that generates them (``SCRATCH_FAMILIES``: codeio, whose programs write files such as
+``simulation_data.txt`` into the current directory). The child always runs in a private scratch
+directory that is removed afterwards, so such writes never land in the user's folder. This is not a
+sandbox: a program that writes to an absolute path still can.
+
 Run as ``python -m harnesslearn.tasks.rg_pinned``: reads a pickled request on stdin, writes
 pickled outcomes on stdout. Only this package's trusted parent process talks to it.
 """
@@ -20,7 +26,9 @@ import pickle
 import random
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import InfraError
@@ -34,6 +42,8 @@ HASH_SENSITIVE = frozenset(
         "word_ladder",
     }
 )
+# generators that execute sample programs while making an item (made in the child's scratch directory)
+SCRATCH_FAMILIES = frozenset({"codeio"})
 BATCH = 64
 
 Outcome = tuple[str, Any]  # ("ok", entry) | ("index_error", message) | ("error", message)
@@ -60,11 +70,14 @@ def generate_pinned(family: str, config: dict[str, Any], size: int, gen_seed: in
     """Outcomes for ``indices``, generated in a child with ``PYTHONHASHSEED=0``. Raises
     ``InfraError`` if the child itself fails (not for items that fail to generate)."""
     request = pickle.dumps((family, config, size, gen_seed, indices))
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "harnesslearn.tasks.rg_pinned"],
-        input=request, capture_output=True, env=env, timeout=3600, check=False,
-    )
+    here = str(Path(__file__).resolve().parents[2])  # the folder holding this package: importable from any cwd
+    path = os.pathsep.join([here, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}
+    with tempfile.TemporaryDirectory(prefix="harnesslearn-rg-") as scratch:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harnesslearn.tasks.rg_pinned"],
+            input=request, capture_output=True, env=env, timeout=3600, check=False, cwd=scratch,
+        )
     if proc.returncode != 0:
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise InfraError(f"pinned-hash generator for {family} failed: {tail[0]}")

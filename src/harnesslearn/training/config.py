@@ -139,6 +139,15 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     multistep_max_rounds: int = _f(2, "Multistep: a context's harness is the best after k in [0, this] rounds.")
     multistep_candidates: int = _f(2, "Multistep: candidates per revision round when building sequences.", lo=1)
     rollouts: str | None = _f(None, "Rollout export JSONL (default: OUTPUT_DIR/rollouts.jsonl).")
+    gradient_checkpointing: bool = _f(True, "Trade compute for memory (GRPO: on; without it the 1.5B's training "
+                                      "pass ran out of memory on an H200 beside vLLM).")
+    use_vllm: bool = _f(False, "Generate rollouts with vLLM colocated in the training process (TRL's vllm_mode "
+                        "'colocate'; GPU machines with the vllm extra); false: transformers generate.")
+    vllm_gpu_memory_utilization: float = _f(0.15, "Share of GPU memory the colocated vLLM engine takes "
+                                            "(a solver server on the same GPU takes its own share).", lo=0.01)
+    vllm_sleep: bool = _f(True, "Put the colocated vLLM engine to sleep (weights and cache freed) while training.")
+    vllm_max_model_length: int | None = _f(8192, "Longest prompt + completion of the colocated engine, tokens "
+                                           "(None: the model's own limit; smaller leaves more memory).")
 
 
 C = TypeVar("C")

@@ -109,6 +109,7 @@ class PhaseClock:
     def __init__(self, hooks: GRPOHooks) -> None:
         self.hooks = hooks
         self.update_start: float | None = None
+        self.phases: dict[str, float] = {}  # this update's seconds per phase, and when its reward ended
 
     def update_started(self) -> None:
         self.update_start = time.time()
@@ -119,12 +120,16 @@ class PhaseClock:
         t = time.time()
         if self.update_start is not None:
             self.hooks.on_phase_end("generation", self.update_start, t)
+            self.phases["generation"] = t - self.update_start
             self.update_start = None
         self.hooks.on_phase_start("reward")
         try:
             yield
         finally:
-            self.hooks.on_phase_end("reward", t, time.time())
+            end = time.time()
+            self.phases["reward"] = self.phases.get("reward", 0.0) + end - t
+            self.phases["reward_end"] = end
+            self.hooks.on_phase_end("reward", t, end)
 
     def callback(self) -> Any:
         """A transformers TrainerCallback that marks the start of every update."""
@@ -146,8 +151,9 @@ class ExecutionReward:
 
     def __init__(self, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any], sink: RolloutSink, *,
                  n_score: int, budgets: Budgets | None, fmt: ProposerFormat, max_completion_length: int = 10**9,
-                 clock: PhaseClock | None = None) -> None:
+                 clock: PhaseClock | None = None, step_offset: int = 0) -> None:
         self.runner, self.executor, self.tasks, self.sink, self.fmt = runner, executor, tasks, sink, fmt
+        self.step_offset = step_offset  # updates done before this process (a resumed run)
         self.max_completion_length = max_completion_length
         self.n_score, self.budgets = n_score, budgets
         self.clock = clock or PhaseClock(GRPOHooks())
@@ -164,7 +170,7 @@ class ExecutionReward:
                     for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
         with self.clock.reward():
             results = self.runner.run(harness_rewards(requests, self.executor, n=self.n_score, budgets=self.budgets))
-        step = int(getattr(trainer_state, "global_step", 0) or 0)
+        step = self.step_offset + int(getattr(trainer_state, "global_step", 0) or 0)
         cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res)
                  for cid, spec, sd, par, pr, comp, prop, res
                  in zip(context_id, task_spec, seed, parents, prompts, completions, proposals, results, strict=True)]
@@ -229,35 +235,91 @@ def budgets_of(cfg: GRPOTrainConfig) -> Budgets:
 
 
 def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any],
-                   policy: Any = None, render: Any = None) -> list[Context]:
-    plans = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
+                   policy: Any = None, render: Any = None,
+                   span: tuple[int, int] | None = None) -> list[tuple[int, Context]]:
+    """The contexts at positions ``span`` = [first, end) of the run's stream (epoch after epoch of the
+    planned ``contexts_per_epoch``; default: one epoch), realised concurrently, each with its position;
+    those longer than ``max_prompt_chars`` are left out."""
+    epoch = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
                           multistep_max_rounds=cfg.multistep_max_rounds if cfg.multistep else 0)
+    first, end = span or (0, len(epoch))
+    plans = [epoch[i % len(epoch)] for i in range(first, end)]
     builder = Builder(executor, cfg.n_feedback, cfg.n_score, training_format(cfg), cfg.n_traces, cfg.style,
                       budgets_of(cfg), proposer=policy, candidates=cfg.multistep_candidates,
                       temperature=cfg.temperature, max_tokens=cfg.max_completion_length, render=render)
-    contexts = runner.run(realise_contexts(plans, builder, tasks))
+    contexts = list(zip(range(first, end), runner.run(realise_contexts(plans, builder, tasks)), strict=True))
     if cfg.max_prompt_chars is not None:
-        contexts = [c for c in contexts if len(c.prompt) <= cfg.max_prompt_chars]
+        contexts = [(i, c) for i, c in contexts if len(c.prompt) <= cfg.max_prompt_chars]
         if not contexts:
             raise UserError(f"every context prompt is longer than max_prompt_chars ({cfg.max_prompt_chars})")
     return contexts
 
 
+def end_token_ids(tok: Any, model: Any) -> list[int]:
+    """The ids that end a completion: the model's own end tokens, plus ChatML's ``<|im_end|>`` and
+    ``<|endoftext|>`` where the vocabulary has them (a GGUF-converted Qwen may name only one of them)."""
+    ids: list[int] = []
+    own = getattr(model.generation_config, "eos_token_id", None)
+    for t in [tok.eos_token_id, *(own if isinstance(own, list) else [own])]:
+        if isinstance(t, int) and t not in ids:
+            ids.append(t)
+    vocab = tok.get_vocab()
+    for name in ("<|im_end|>", "<|endoftext|>"):
+        if name in vocab and vocab[name] not in ids:
+            ids.append(vocab[name])
+    return ids
+
+
+def total_updates(cfg: GRPOTrainConfig) -> int:
+    """Optimizer updates of the whole run (across resumes): ``max_steps``, else the epochs' contexts."""
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    return max(1, math.ceil(cfg.contexts_per_epoch * cfg.epochs / cfg.contexts_per_update))
+
+
+def generation_args(cfg: GRPOTrainConfig, ends: list[int]) -> dict[str, Any]:
+    """GRPOConfig's generation fields: TRL's colocated vLLM engine when ``use_vllm``."""
+    if not cfg.use_vllm:
+        return {}
+    return {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+            "vllm_enable_sleep_mode": cfg.vllm_sleep, "vllm_max_model_length": cfg.vllm_max_model_length,
+            "generation_kwargs": {"stop_token_ids": ends}}
+
+
 def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[str, Any]:
     """Train; returns a summary (steps, contexts, reward parts per logged batch, paths, timings).
 
+    After every update the compact state (``grpo_state.py``) is saved under ``OUTPUT_DIR/state``;
+    ``resume: true`` continues from it (the next contexts of the plan, the saved adapter).
     ``hooks`` (optional) observe the run (see ``GRPOHooks``; experiments/h200_grpo.py)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from harnesslearn.training.grpo_state import GRPOState, recorder
+
     micro, accum = updates_layout(cfg)
+    out = Path(cfg.output_dir)
+    state = GRPOState(out / "state")
+    settings = asdict(cfg)
+    recorded = state.read() if cfg.resume is True else None
+    if recorded is not None:
+        state.check(recorded, settings)
+    step0, contexts0 = (int(recorded["updates"]), int(recorded["contexts"])) if recorded else (0, 0)
+    left = total_updates(cfg) - step0
+    if left <= 0:
+        print(f"harnesslearn: GRPO already ran its {step0} updates ({state.dir})", file=sys.stderr)
+        return {"command": "grpo", "contexts": 0, "steps": step0, "new_steps": 0, "reward_parts": [],
+                "adapter": str(state.adapter), "state": str(state.dir), "output_dir": cfg.output_dir,
+                "run_dir": cfg.run_dir}
     t0 = time.perf_counter()
-    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
+    model, tok = load_policy(cfg.model, adapter=str(state.adapter) if recorded else cfg.adapter, bf16=cfg.bf16)
+    ends = end_token_ids(tok, model)
+    model.generation_config.eos_token_id = ends
     t_model = time.perf_counter() - t0
     runner = LoopThread()
     rt = _open_runtime(cfg, runner)
     executor = rt.sandbox
-    store = open_store(cfg.run_dir, "grpo", asdict(cfg))
+    store = open_store(cfg.run_dir, "grpo", settings)
     try:
         tasks = load_tasks([task_spec(f) for f in cfg.families])
         policy = None
@@ -267,23 +329,30 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             policy = PolicyBackend(model, tok)
         t1 = time.perf_counter()
         render = (lambda msgs: chat_text(tok, msgs)) if cfg.form == "chat" else None
-        contexts = build_contexts(cfg, runner, executor, tasks, policy, render)
+        built = build_contexts(cfg, runner, executor, tasks, policy, render,
+                               span=(contexts0, contexts0 + left * cfg.contexts_per_update))
+        built = built[:len(built) - len(built) % cfg.contexts_per_update]  # whole updates only
+        if not built:
+            raise UserError("fewer contexts than one update needs (contexts_per_update)")
+        positions, contexts = [i for i, _ in built], [c for _, c in built]
         t_contexts = time.perf_counter() - t1
-        out = Path(cfg.output_dir)
         sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
         hooks = hooks or GRPOHooks()
         clock = PhaseClock(hooks)
         reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg),
                                  fmt=training_format(cfg), max_completion_length=cfg.max_completion_length,
-                                 clock=clock)
+                                 clock=clock, step_offset=step0)
         args = GRPOConfig(
-            **trainer_kwargs(cfg),
+            **{**trainer_kwargs(cfg), "max_steps": len(contexts) // cfg.contexts_per_update},
             per_device_train_batch_size=micro,
             gradient_accumulation_steps=accum,
             num_generations=cfg.num_generations,
             max_completion_length=cfg.max_completion_length,
             temperature=cfg.temperature,
             beta=cfg.beta,
+            shuffle_dataset=False,  # contexts come in the plan's order, so a resumed run sees the ones that follow
+            lr_scheduler_type="constant",  # a schedule that does not depend on where a stretch starts
+            **generation_args(cfg, ends),
         )
         trainer = GRPOTrainer(
             model=model,
@@ -291,27 +360,34 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             args=args,
             train_dataset=Dataset.from_list([c.row() for c in contexts]),
             processing_class=tok,
-            peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout,
-                                                             cfg.target_modules),
+            peft_config=None if (cfg.adapter or recorded) else lora_config(cfg.lora_r, cfg.lora_alpha,
+                                                                           cfg.lora_dropout, cfg.target_modules),
         )
         trainer.add_callback(clock.callback())
+        trainer.add_callback(recorder(state, trainer.model, clock, sink, step0=step0, positions=positions,
+                                      contexts_per_update=cfg.contexts_per_update, settings=settings))
         assert rt.solver is not None
         hooks.on_start(GRPORun(trainer, rt.solver, sink, executor.isolation))
         t2 = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
+        result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir)
+                               if isinstance(cfg.resume, str) else None)
         t_train = time.perf_counter() - t2
         final = out / "adapter"
         trainer.save_model(str(final))
         summary = {
             "command": "grpo",
             "contexts": len(contexts),
-            "steps": int(result.global_step),
+            "steps": step0 + int(result.global_step),
+            "new_steps": int(result.global_step),
+            "resumed_from": step0,
             "train_loss": float(result.training_loss),
             "reward_parts": sink.history,
             "adapter": str(final),
+            "state": str(state.dir),
             "output_dir": cfg.output_dir,
             "rollouts": str(sink.path),
             "run_dir": cfg.run_dir,
+            "end_token_ids": ends,
             "seconds": {"load_model": round(t_model, 2), "contexts": round(t_contexts, 2),
                         "train": round(t_train, 2), "total": round(time.perf_counter() - t0, 2)},
         }

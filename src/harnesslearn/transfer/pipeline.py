@@ -21,7 +21,8 @@ from harnesslearn.transfer import stages
 from harnesslearn.transfer.settings import TransferSettings
 
 PART = 15 * 1024 * 1024  # files back through $OUT are cut into parts of this size
-ADAPTERS = ("sft_adapter", "rl_adapter")
+# folders under ret that travel as tar parts (name in $OUT -> path under ret)
+ADAPTERS = {"sft_adapter": "sft_adapter", "grpo_state": "grpo/state"}
 
 
 def _log(msg: str) -> None:
@@ -95,13 +96,13 @@ def collect(work: str | Path, out: str | Path, *, adapters: bool = True) -> list
         for extra in ("log.txt",):
             if (Path(work) / extra).is_file():
                 tf.add(Path(work) / extra, arcname=extra)
-    for ad in ADAPTERS if adapters else ():
-        d = ret / ad
+    for ad, rel in ADAPTERS.items() if adapters else ():
+        d = ret / rel
         if not d.is_dir():
             continue
         tar = Path(work) / f"{ad}.tar"
         with tarfile.open(tar, "w") as tf:
-            tf.add(d, arcname=ad)
+            tf.add(d, arcname=rel)
         data = tar.read_bytes()
         for k in range(0, len(data), PART):
             (dst / f"{ad}.tar.{k // PART:02d}").write_bytes(data[k:k + PART])

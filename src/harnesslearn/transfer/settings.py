@@ -12,7 +12,7 @@ from harnesslearn.tasks.families import family_set
 
 STAGES = ("sftdata", "sft", "grpo", "eval")
 ENGINES = ("vllm", "hf")
-ARMS = ("zoo", "base", "sft", "rl")
+ARMS = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem")  # X_mem: X's proposer shown the harness memory
 
 
 @dataclass
@@ -45,18 +45,25 @@ class TransferSettings:
     epochs_sft: float = setting(3.0, None, "SFT epochs")
     max_length_sft: int = setting(4096, None, "tokens of prompt + completion (longer rows are truncated)", lo=1)
     minutes_sft: float = setting(5.0, None, "deadline of the sft stage, minutes")
-    # grpo: the exact reward, chat form with the rewrite prefill
+    # grpo: the exact reward, chat form with the rewrite prefill; resumable across stretches (grpo/state)
     minutes_grpo: float = setting(5.0, None, "deadline of the grpo stage, minutes")
     grpo_from_base: bool = setting(False, None, "start GRPO from the base model instead of the SFT adapter")
-    lr_grpo: float = setting(2e-5, None, "GRPO learning rate")
-    max_steps_grpo: int = setting(12, None, "GRPO updates at most", lo=1)
-    contexts_per_update: int = setting(4, None, "GRPO contexts per update", lo=1)
+    lr_grpo: float = setting(1e-5, None, "GRPO learning rate (constant)")
+    max_steps_grpo: int = setting(80, None, "GRPO updates of the whole run, across stretches", lo=1)
+    contexts_epoch_grpo: int = setting(640, None, "GRPO contexts of one epoch (the paper: 640)", lo=1)
+    contexts_per_update: int = setting(8, None, "GRPO contexts per update", lo=1)
     num_generations: int = setting(8, None, "GRPO candidates per context", lo=1)
     n_score_grpo: int = setting(4, None, "score-split problems of the GRPO reward", lo=1)
-    micro_batch: int = setting(2, None, "sequences per forward pass in training (8 ran out of memory on the H200 beside vLLM)", lo=1)
+    micro_batch: int = setting(8, None, "sequences per forward pass in training (with gradient checkpointing "
+                               "8 peaks at ~11 GiB on the H200)", lo=1)
+    grpo_vllm: bool = setting(True, None, "generate GRPO rollouts with TRL's colocated vLLM (engine vllm only)")
+    grpo_vllm_memory: float = setting(0.15, None, "the colocated rollout engine's share of GPU memory")
     # eval: one revision of the minimal seed per unseen family by each proposer arm, and the zoo
     minutes_eval: float = setting(8.0, None, "deadline of the eval stage, minutes")
-    arms: tuple[str, ...] = setting(ARMS, None, "proposer arms to evaluate: zoo, base, sft, rl")
+    arms: tuple[str, ...] = setting(("zoo", "base", "sft", "rl", "base_mem", "rl_mem"), None,
+                                    "proposer arms to evaluate: zoo, base, sft, rl, and X_mem (X shown the harness "
+                                    "memory shipped with the package, built from paper-train families only)")
+    memory_k: int = setting(2, None, "memory entries shown to the proposer of a memory arm", lo=1)
     families_eval: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-eval")),
                                            metadata={"help": "unseen families of the table (paper-eval)"})
     k: int = setting(4, None, "proposals per (arm, family)", lo=1)
@@ -85,8 +92,8 @@ class TransferSettings:
         return cls(model=model, work=work, engine="hf", solver=solver, cpu=True, concurrency=4, timeout=20.0,
                    max_tokens=16, targets="q_proj,v_proj", lora_r=4, families_train=(family,), contexts_sft=1,
                    n_feedback=2, n_score_sft=2, self_samples=1, minutes_sftdata=2.0, epochs_sft=1.0, max_length_sft=32768, minutes_sft=2.0,
-                   minutes_grpo=2.0, max_steps_grpo=1, contexts_per_update=1, num_generations=2, n_score_grpo=2,
-                   micro_batch=2, minutes_eval=3.0, families_eval=(family,), k=1, n_score_eval=2, n_test_eval=2)
+                   minutes_grpo=2.0, max_steps_grpo=1, contexts_epoch_grpo=1, contexts_per_update=1,
+                   num_generations=2, n_score_grpo=2, micro_batch=2, minutes_eval=3.0, families_eval=(family,), k=1, n_score_eval=2, n_test_eval=2)
 
     def with_(self, **kw: Any) -> TransferSettings:
         return replace(self, **kw)

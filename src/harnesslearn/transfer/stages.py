@@ -2,10 +2,12 @@
 that comes back from the GPU machine) and each stopping at its deadline with what finished:
 
     sftdata  zoo revisions + best-of-N self samples on paper-train contexts, kept on a strict gain
-             -> ret/sft.jsonl (a line per kept row, as each context finishes), ret/sftdata.json
+             -> ret/sft.jsonl (a line per kept row, as each context finishes), ret/sftdata.json;
+             resumable (ret/sftdata_jobs.jsonl: the contexts done)
     sft      LoRA SFT (TRL) on ret/sft.jsonl -> ret/sft_adapter/, ret/sft.json
     grpo     GRPO with the exact reward (training.grpo.run_grpo, chat form, rewrite prefill), from the
-             SFT adapter -> ret/rl_adapter/, ret/grpo.json, ret/rollouts.jsonl
+             SFT adapter, resumable -> ret/grpo/state/ (adapter, state.json, updates.jsonl),
+             ret/grpo.json, ret/rollouts.jsonl
     eval     one revision of the minimal seed per unseen family by each proposer arm (base, sft, rl)
              and the best zoo harness by score split -> ret/eval_rows.jsonl (a line per finished row)
 
@@ -28,7 +30,7 @@ from harnesslearn.errors import UserError
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox.records import Budgets
-from harnesslearn.transfer.deadline import deadline_callback, run_until
+from harnesslearn.transfer.deadline import StageCounts, deadline_callback, run_until
 from harnesslearn.transfer.settings import TransferSettings
 
 SOLVER_NAME = "qwen2.5-coder-1.5b-instruct"
@@ -46,6 +48,13 @@ def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    from harnesslearn.fsutil import atomic_write_text
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -96,6 +105,9 @@ def _state(counts: Any) -> str:
 
 # ----------------------------------------------------------------------------- sftdata
 async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
+    """Resumable: each finished context is recorded in ``ret/sftdata_jobs.jsonl`` after its rows, and a
+    later run (the stage is ``partial`` until every context is done) skips those contexts; ``force``
+    starts over."""
     from harnesslearn.harness import load_harness
     from harnesslearn.seeding import child_seed
     from harnesslearn.tasks import load_task
@@ -108,31 +120,46 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
                               budgets=budgets(s), max_tokens=s.max_tokens,
                               labels={"solver": s.solver or SOLVER_NAME, "proposer": s.model})
     tasks = {f: load_task(f"rg:{f}") for f in s.families_train}
+    out, log = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl"
+    if s.force:
+        out.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+    done_jobs = read_jsonl(log)
+    finished = {(j["family"], j["seed"]) for j in done_jobs}
+    kept = [r for r in read_jsonl(out) if (r["provenance"]["family"], r["provenance"]["seed"]) in finished]
+    write_jsonl(out, kept)  # rows of a context cut off before its record are dropped: it runs again
+    counts: Counter[str] = Counter()
+    for j in done_jobs:
+        counts.update(j["counts"])
     jobs = [(f, child_seed(s.seed, fi * 1000 + c)) for c in range(s.contexts_sft)
             for fi, f in enumerate(s.families_train)]
-    out = ret / "sft.jsonl"
-    out.unlink(missing_ok=True)
-    counts: Counter[str] = Counter()
-    kept: list[dict[str, Any]] = []
-    async with runtime(s, solver_backend(s, log="vllm-sftdata")) as rt:
-        proposer = rt.solver  # the untrained proposer is the solver model itself
+    todo = [j for j in jobs if j not in finished]
 
-        async def one(job: tuple[str, int]) -> Any:
-            f, pseed = job
-            return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
+    def done(job: Any, r: Any) -> None:
+        rows, c = r
+        counts.update(c)
+        kept.extend(rows)
+        append_jsonl(out, rows)
+        append_jsonl(log, [{"family": job[0], "seed": job[1], "kept": len(rows), "counts": dict(c)}])
 
-        def done(job: Any, r: Any) -> None:
-            rows, c = r
-            counts.update(c)
-            kept.extend(rows)
-            append_jsonl(out, rows)
+    n = StageCounts()
+    if todo:
+        async with runtime(s, solver_backend(s, log="vllm-sftdata")) as rt:
+            proposer = rt.solver  # the untrained proposer is the solver model itself
 
-        n = await run_until(jobs, t0 + s.minutes_sftdata * 60, one, done, label="sftdata")
-    summary = summarise_rows(kept, counts, n.finished)
+            async def one(job: tuple[str, int]) -> Any:
+                f, pseed = job
+                return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
+
+            n = await run_until(todo, t0 + s.minutes_sftdata * 60, one, done, label="sftdata")
+    contexts = len(read_jsonl(log))
+    summary = summarise_rows(kept, counts, contexts)
     summary.update(seconds=round(time.time() - t0, 1), n_score=s.n_score_sft, self_samples=s.self_samples,
-                   families=list(s.families_train), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict())
+                   families=list(s.families_train), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict(),
+                   contexts_planned=len(jobs), rows_per_context=round(len(kept) / contexts, 3) if contexts else None)
     write_json(ret / "sftdata.json", summary)
-    return {"state": _state(n), **n.as_dict(), "kept": summary["kept"]}
+    return {"state": "done" if contexts == len(jobs) else "partial", **n.as_dict(), "kept": summary["kept"],
+            "contexts_done": contexts, "contexts_planned": len(jobs)}
 
 
 # ----------------------------------------------------------------------------- sft
@@ -158,7 +185,14 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- grpo
+def adapter_dir(ret: Path, arm: str) -> Path:
+    """Where an arm's adapter lies under ``ret``: the SFT output, or GRPO's resumable state."""
+    return ret / "grpo" / "state" / "adapter" if arm == "rl" else ret / f"{arm}_adapter"
+
+
 def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
+    """GRPO from the SFT adapter (or the base model), continuing from ``ret/grpo/state`` when an earlier
+    stretch left one; every update saves that state, so a stretch cut at any point loses one update."""
     from harnesslearn.training.config import GRPOTrainConfig
     from harnesslearn.training.grpo import GRPOHooks, run_grpo
 
@@ -169,28 +203,29 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
         def on_start(self, run: Any) -> None:
             run.trainer.add_callback(stop)
 
-    adapter = ret / "sft_adapter" if (ret / "sft_adapter").is_dir() and not s.grpo_from_base else None
+    adapter = adapter_dir(ret, "sft") if adapter_dir(ret, "sft").is_dir() and not s.grpo_from_base else None
     solver = s.solver or (f"vllm:{s.model}?gpu_memory_utilization={s.solver_memory}&max_num_seqs=512"
                           if s.engine == "vllm" else f"hf:{s.model}?max_batch=256")
     cfg = GRPOTrainConfig(
         solver=solver, families=list(s.families_train), n_feedback=s.n_feedback, n_score=s.n_score_grpo, n_traces=3,
         timeout_s=s.timeout, max_calls=16, max_tokens_per_problem=8192, isolation=s.isolation,  # type: ignore[arg-type]
         concurrency=s.concurrency, seed=s.seed + 7, run_dir=str(work / "grpo_run"), model=s.model,
-        adapter=str(adapter) if adapter else None, output_dir=str(work / "grpo"), learning_rate=s.lr_grpo,
+        adapter=str(adapter) if adapter else None, output_dir=str(ret / "grpo"), learning_rate=s.lr_grpo,
         max_steps=s.max_steps_grpo, micro_batch=s.micro_batch, save_steps=10**6, report_to="none", bf16=not s.cpu,
         use_cpu=s.cpu, lora_r=s.lora_r, lora_alpha=2 * s.lora_r, target_modules=s.targets.split(","),
         num_generations=s.num_generations, contexts_per_update=s.contexts_per_update,
-        contexts_per_epoch=s.contexts_per_update * s.max_steps_grpo, max_completion_length=s.max_tokens,
-        temperature=1.0, beta=0.0, prime="rewrite", form="chat", rollouts=str(ret / "rollouts.jsonl"))
+        contexts_per_epoch=s.contexts_epoch_grpo, max_completion_length=s.max_tokens, temperature=1.0, beta=0.0,
+        prime="rewrite", form="chat", rollouts=str(ret / "rollouts.jsonl"), resume=True,
+        use_vllm=s.grpo_vllm and s.engine == "vllm" and not s.cpu, vllm_gpu_memory_utilization=s.grpo_vllm_memory)
     res = run_grpo(cfg, hooks=Hooks())
     res.update(seconds=round(time.time() - t0, 1), step_seconds=stop.steps, stopped_at_deadline=stop.stopped,
                start="sft_adapter" if adapter else "base", learning_rate=s.lr_grpo,
                contexts_per_update=s.contexts_per_update, num_generations=s.num_generations, n_score=s.n_score_grpo)
     write_json(ret / "grpo.json", res)
-    shutil.rmtree(ret / "rl_adapter", ignore_errors=True)
-    shutil.copytree(res["adapter"], ret / "rl_adapter")
-    return {"state": "partial" if stop.stopped else "done", "steps": res["steps"], "contexts": res["contexts"],
-            "start": res["start"]}
+    shutil.rmtree(ret / "grpo" / "adapter", ignore_errors=True)  # the fp32 copy; the state's bf16 one is kept
+    done = res["steps"] >= s.max_steps_grpo
+    return {"state": "done" if done else "partial", "steps": res["steps"], "new_steps": res["new_steps"],
+            "contexts": res["contexts"], "start": res["start"]}
 
 
 # ----------------------------------------------------------------------------- eval
@@ -208,16 +243,30 @@ def merge(model_dir: str, adapter: Path, dst: Path) -> str:
     return str(dst)
 
 
+def shipped_memory(work: Path) -> Any:
+    """The harness memory shipped with the package (built from paper-train families only), in a file of
+    this run's own: the eval's memory arms never read or write the user's memory."""
+    from importlib import resources
+
+    from harnesslearn.memory import Memory, import_jsonl
+
+    path = work / "memory.sqlite"
+    path.unlink(missing_ok=True)
+    mem = Memory.open(path)
+    import_jsonl(mem, (resources.files("harnesslearn") / "seeds" / "memory" / "paper_train.jsonl").read_text("utf-8"))
+    return mem
+
+
 async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Path) -> dict[str, ModelBackend | None]:
     """Each arm's proposer backend (None for the zoo arm); arms whose adapter is missing are left out.
     On vLLM the adapters are served by name by the solver's own server; in process they are merged."""
     from harnesslearn.models import load_model
 
     arms: dict[str, ModelBackend | None] = {}
-    for arm in s.arms:
+    for arm in dict.fromkeys(a.removesuffix("_mem") for a in s.arms):  # an X_mem arm is X's proposer with memory
         if arm == "zoo":
             arms[arm] = None
-        elif arm != "base" and not (ret / f"{arm}_adapter").is_dir():
+        elif arm != "base" and not adapter_dir(ret, arm).is_dir():
             print(f"[transfer] eval: no {arm}_adapter, arm {arm} left out", file=sys.stderr, flush=True)
         elif s.engine == "vllm" and not s.solver:
             arms[arm] = rt.solver if arm == "base" else load_model(f"openai:{arm}", base_url=rt.base_url, prefill=True,
@@ -225,7 +274,7 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
         elif arm == "base":
             arms[arm] = rt.solver if not s.solver else load_model(f"hf:{s.model}", max_batch=128)
         else:
-            path = await asyncio.to_thread(merge, s.model, ret / f"{arm}_adapter", work / f"merged_{arm}")
+            path = await asyncio.to_thread(merge, s.model, adapter_dir(ret, arm), work / f"merged_{arm}")
             arms[arm] = load_model(f"hf:{path}", max_batch=128, dtype="float32")
     return arms
 
@@ -241,8 +290,8 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     t0 = time.time()
     seed_h = load_harness("minimal")
     b = budgets(s)
-    lora: dict[str, str] = {a: str(ret / f"{a}_adapter") for a in ("sft", "rl")
-                            if a in s.arms and (ret / f"{a}_adapter").is_dir()}
+    lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
+                            if a in s.arms and adapter_dir(ret, a).is_dir()}
     rows_path = ret / "eval_rows.jsonl"
     have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
     async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
@@ -261,6 +310,15 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
                                                                ("test", s.n_test_eval))))
                     seeds[fam] = (task, *evs)
             return seeds[fam]
+
+        memory = shipped_memory(work)
+
+        def recall(task: Any) -> list[Any]:
+            """The shipped memory's entries for ``task`` (other tasks only, no gold answer of its splits)."""
+            gold = [str(p.answer) for sp, n in (("feedback", s.n_feedback), ("score", s.n_score_eval),
+                                                ("test", s.n_test_eval)) for p in task.problems(sp, n, s.eval_seed)]
+            examples = [p.question for p in task.problems("feedback", 3, s.eval_seed)]
+            return memory.retrieve(task.spec, "\n".join([task.description, *examples]), s.memory_k, gold=gold)
 
         def scores(ev: Any) -> list[float]:
             return [p.score for p in ev.problems if p.score is not None]
@@ -284,10 +342,13 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
                 top = best_of([(j, name) for name, j in js.items()])
                 picked = (top[1], hs[top[1]], top[0]) if top is not None else None
             else:
-                proposer = arms[arm]
+                proposer = arms[arm.removesuffix("_mem")]
                 assert proposer is not None
-                fmt = resolve(proposer, "chat", "rewrite")  # prefilled where the engine continues a turn
-                prompt = fmt.render(PromptContext(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed))
+                shown = recall(task) if arm.endswith("_mem") else []
+                # prefilled where the engine continues a turn; with memory, the whole-file rewrite
+                fmt = resolve(proposer, "chat", "rewrite", memory=bool(shown))
+                prompt = fmt.render(PromptContext(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed, memory=shown))
+                row["memory_shown"] = [f"{e.id}:{e.task}" for e in shown]
                 cands = await revise(seed_h, prompt, fmt, proposer, s.k, score=score, seed=s.eval_seed, round=0,
                                      temperature=0.8, max_tokens=s.max_tokens)
                 valid = [c for c in cands if c.harness is not None]
@@ -303,16 +364,19 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
                 row.update(picked="seed", score_J=sc.J, test_J=te.J, after_scores=scores(te), improved=False)
             else:
                 tev = await evaluate(picked[1], task, "test", s.n_test_eval, s.eval_seed, ex, b, progress=False)
+                near, ratio = zoo.nearest(picked[1].source)
                 row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=scores(tev), improved=True,
-                           picked_source=picked[1].source)
+                           picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3))
             row["wall_s"] = round(time.time() - t, 1)
             return row
 
-        jobs = [(arm, fam) for fam in s.families_eval for arm in arms if (arm, fam) not in have]
+        jobs = [(arm, fam) for fam in s.families_eval for arm in s.arms
+                if arm.removesuffix("_mem") in arms and (arm, fam) not in have]
         try:
             n = await run_until(jobs, t0 + s.minutes_eval * 60, one, lambda j, r: append_jsonl(rows_path, [r]),
                                 label="eval")
         finally:
+            memory.close()
             for backend in arms.values():
                 if backend is not None and backend is not rt.solver:
                     await backend.aclose()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On the H200: wait up to $1 seconds while the jobs of jobs.sh run, packing each work folder's results into
+# $OUT every $2 seconds (qwen12.py collect; files are named WORKNAME.FILE and each is moved in whole, so a
+# call cut short still brings back what finished), then print the log's tail.
+#     experiments/device/watch.sh 500 60 /tmp/w1 /tmp/w2
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. experiments/device/env.sh
+T=${1:-500}; EVERY=${2:-60}; shift 2
+end=$((SECONDS + T))
+pack() {
+  for w in "$@"; do
+    n=$(basename "$w"); rm -rf "/tmp/pack-$n"
+    python3 experiments/qwen12.py collect --work "$w" --out "/tmp/pack-$n" >/dev/null 2>&1 || continue
+    for f in "/tmp/pack-$n"/*; do
+      [ -f "$f" ] && cp "$f" "$OUT/.$n.$(basename "$f")" && mv "$OUT/.$n.$(basename "$f")" "$OUT/$n.$(basename "$f")"
+    done
+  done
+  cp /tmp/dev/jobs.log "$OUT/.jobs.log" 2>/dev/null && mv "$OUT/.jobs.log" "$OUT/jobs.log"
+}
+next=$((SECONDS + EVERY))
+while [ $SECONDS -lt $end ] && [ ! -f /tmp/dev/jobs.done ]; do
+  sleep 5
+  if [ $SECONDS -ge $next ]; then pack "$@"; next=$((SECONDS + EVERY)); fi
+done
+pack "$@"
+tail -c 4000 /tmp/dev/jobs.log
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader || true
