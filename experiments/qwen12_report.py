@@ -3,11 +3,14 @@ reward_curve.png}, from the files qwen12.py brought back (no model is loaded).
 
     python3 experiments/qwen12_report.py --ret DIR --out experiments/results/qwen [--notes NOTES.md]
 
-Transfer table: for each row (base / sft / rl proposer: one revision of the minimal seed, the best
-of K proposals by score-split J, kept only if strictly better than the seed; zoo: the best zoo
-harness by score-split J), the mean over families of the test J, with 95 % bootstrap intervals
-(problems resampled within each family; and families resampled too), validity rates, and the
-paired difference to the seed and to the base proposer on the families both rows finished.
+Transfer table: for each row (base / sft / rl proposer, each also shown the harness memory: one
+revision of the minimal seed, the best of K proposals by score-split J, kept only if strictly better
+than the seed; zoo: the best zoo harness by score-split J), the mean over families of the test J, with
+95 % bootstrap intervals (problems resampled within each family; and families resampled too), validity
+rates, the paired difference to the seed and to the base proposer on the families both rows finished,
+and whether the picks go beyond the zoo: how many are near-copies of a zoo file (difflib ratio >= 0.8),
+the test J of the others, and the kind of each pick (the SFT screen's classifier: interpreter loop,
+sampling/voting, answer extraction, prompt rewrite, other).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from typing import Any
 
 import exp_stats as st
 
-ARMS = ["seed", "base", "sft", "rl", "zoo"]
+ARMS = ["seed", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem", "zoo"]
 LABEL = {"seed": "minimal seed (no revision)", "base": "base proposer (untrained 1.5B)", "sft": "SFT proposer",
-         "rl": "RL proposer (SFT + GRPO)", "zoo": "best zoo harness (by score split)"}
+         "rl": "RL proposer (SFT + GRPO)", "base_mem": "base proposer + harness memory",
+         "sft_mem": "SFT proposer + harness memory", "rl_mem": "RL proposer + harness memory",
+         "zoo": "best zoo harness (by score split)"}
 
 
 def read_jsonl(p: Path) -> list[dict[str, Any]]:
@@ -36,7 +41,7 @@ def fmt(ci: dict[str, float]) -> str:
 
 
 def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    per: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}
+    per: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}  # arm -> family -> test scores
     val: dict[str, dict[str, int]] = {a: {"proposals": 0, "parsed": 0, "produced": 0, "valid": 0, "improved": 0,
                                           "families": 0} for a in ARMS}
     for r in rows:
@@ -68,11 +73,37 @@ def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 row["minus_base_families"] = len(common)
                 row["minus_base_families_resampled"] = st.bootstrap_family_mean_diff(
                     {f: per["base"][f] for f in common}, {f: fam[f] for f in common}, resample_families=True)
+            row["beyond_zoo"] = beyond_zoo([r for r in rows if r["arm"] == a])
             v = val[a]
             row["validity"] = {**v, "valid_rate": v["valid"] / v["proposals"] if v["proposals"] else None,
                                "parse_rate": v["parsed"] / v["proposals"] if v["proposals"] else None}
         out["rows"][a] = row
     return out
+
+
+def beyond_zoo(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of the families where the arm's pick replaced the seed: how many picks are near-copies of a zoo
+    harness (difflib ratio >= zoo.NEAR_COPY to a file of seeds/zoo), and the mean test J (and gain over
+    the seed) of the picks that are not: does the proposer go beyond what it was shown?"""
+    from collections import Counter
+
+    from harnesslearn import zoo
+    from harnesslearn.harness import load_harness
+    from harnesslearn.training.screen import classify_revision
+
+    won = [r for r in rows if r.get("improved") and r.get("picked_source")]
+    seed = load_harness("minimal").source
+    near = [r for r in won if zoo.nearest(r["picked_source"])[1] >= zoo.NEAR_COPY]
+    other = [r for r in won if r not in near]
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+    return {"winners": len(won), "near_zoo_copies": len(near),
+            "kinds": dict(Counter(classify_revision(seed, r["picked_source"]) for r in won)),
+            "near_copy_share": len(near) / len(won) if won else None,
+            "others_test_J": mean([r["test_J"] for r in other if r.get("test_J") is not None]),
+            "others_gain": mean([r["test_J"] - r["seed_test_J"] for r in other
+                                 if r.get("test_J") is not None and r.get("seed_test_J") is not None])}
 
 
 def plots(tr: dict[str, Any], grpo: dict[str, Any] | None, out: Path) -> list[str]:
@@ -106,6 +137,61 @@ def plots(tr: dict[str, Any], grpo: dict[str, Any] | None, out: Path) -> list[st
     return made
 
 
+def grpo_runs(specs: list[str], ret: Path) -> dict[str, list[dict[str, Any]]]:
+    """``LABEL=DIR`` (a ret folder or a GRPO state folder) -> its per-update records (updates.jsonl);
+    the ret folder's own GRPO state, when it has one, is the run labelled ``rl``."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for label, folder in [("rl", str(ret)), *(x.split("=", 1) for x in specs)]:
+        d = Path(folder)
+        for f in (d / "grpo" / "state" / "updates.jsonl", d / "updates.jsonl"):
+            if f.is_file():
+                runs[label] = read_jsonl(f)
+                break
+    return runs
+
+
+def grpo_table(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One row per update of each run: reward parts, TRL's figures, seconds per phase, memory."""
+    md = ["| run | update | reward | J | parse | produce | completion | frac zero std | clipped | mean length | "
+          "adapter norm | gen s | reward s | update s | GB (process peak / GPU) |", "|" + "---|" * 15]
+    for label, recs in runs.items():
+        for r in recs:
+            p, t, sec = r.get("reward_parts") or {}, r.get("trl") or {}, r.get("seconds") or {}
+
+            def f(x: Any, d: int = 3) -> str:
+                return "" if x is None else f"{x:.{d}f}"
+            md.append(f"| {label} | {r['update']} | {f(p.get('reward'))} | {f(p.get('J'))} | {f(p.get('parse_rate'), 2)} | "
+                      f"{f(p.get('produce_rate'), 2)} | {f(p.get('completion_rate'), 2)} | "
+                      f"{f(t.get('frac_reward_zero_std'), 2)} | {f(t.get('completions/clipped_ratio'), 2)} | "
+                      f"{f(t.get('completions/mean_length'), 0)} | {f(r.get('adapter_norm'), 4)} | "
+                      f"{f(sec.get('generation'), 1)} | {f(sec.get('reward'), 1)} | {f(sec.get('update'), 1)} | "
+                      f"{r.get('peak_gb_this_process', '')} / {r.get('gpu_used_gb', '')} |")
+    return md
+
+
+def grpo_plot(runs: dict[str, list[dict[str, Any]]], out: Path, name: str, title: str) -> str | None:
+    """Reward and J per update (left), the adapter's norm (right), one line per run."""
+    if not any(runs.values()):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, recs in runs.items():
+        xs = [r["update"] for r in recs]
+        for key, style in (("reward", "-o"), ("J", "--s")):
+            ax.plot(xs, [(r.get("reward_parts") or {}).get(key) for r in recs], style, label=f"{label} {key}")
+        ax2.plot(xs, [r.get("adapter_norm") for r in recs], "-o", label=label)
+    ax.set_xlabel("update")
+    ax2.set_xlabel("update")
+    ax2.set_ylabel("norm of the LoRA B matrices")
+    ax2.set_yscale("log")
+    ax2.legend(fontsize=8)
+    return save(fig, ax, out, name, title)
+
+
 def save(fig: Any, ax: Any, out: Path, name: str, title: str) -> str:
     """Title, legend, layout; write ``out/name`` and close the figure."""
     import matplotlib.pyplot as plt
@@ -123,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ret", required=True, help="the unpacked results.tgz (WORK/ret)")
     p.add_argument("--out", required=True)
     p.add_argument("--notes", default=None)
+    p.add_argument("--grpo-run", action="append", default=[], metavar="LABEL=DIR",
+                   help="more GRPO runs for the update table and curve (a ret folder or a GRPO state folder)")
     a = p.parse_args(argv)
     ret, out = Path(a.ret), Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     grpo = json.loads((ret / "grpo.json").read_text()) if (ret / "grpo.json").is_file() else None
     status = json.loads((ret / "status.json").read_text()) if (ret / "status.json").is_file() else {}
     tr = transfer(rows)
-    (out / "transfer.json").write_text(json.dumps(tr, indent=1))
+    if rows:
+        (out / "transfer.json").write_text(json.dumps(tr, indent=1))
     made = plots(tr, grpo, out)
     md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one H200 (small-model result)", ""]
     if a.notes and Path(a.notes).is_file():
@@ -146,6 +235,15 @@ def main(argv: list[str] | None = None) -> None:
     if sft:
         md += ["## SFT", "", f"- examples {sft.get('examples')}, steps {sft.get('steps')}, "
                f"train loss {sft.get('train_loss')}, {sft.get('seconds')} s", ""]
+    runs = grpo_runs(a.grpo_run, ret)
+    if runs:
+        png = grpo_plot(runs, out, "grpo_updates.png", "GRPO per update (small-model result)")
+        md += ["## GRPO per update (from the resumable state's updates.jsonl)", "",
+               "Reward = J + 0.05 parsed + 0.10 produced + 0.15 completion rate, batch means; 'frac zero std': "
+               "share of contexts whose candidates all got the same reward; 'clipped': completions cut at the "
+               "length limit; seconds per phase; GB: peak allocated by the training process (its colocated "
+               "vLLM included) / used on the whole GPU (the solver's server included).", "",
+               *grpo_table(runs), ""] + ([f"![{png}]({png})", ""] if png else [])
     if grpo:
         md += ["## GRPO (from the SFT adapter; reward J + 0.05 parsed + 0.10 produced + 0.15 completion)", "",
                f"- status {grpo.get('status')}, steps {grpo.get('steps')}, {grpo.get('seconds')} s, lr "
@@ -162,19 +260,37 @@ def main(argv: list[str] | None = None) -> None:
     for stage, info in failed.items():
         md += [f"## Stage `{stage}` failed ({info.get('seconds')} s)", "", "```",
                str(info.get("error", ""))[-1200:].strip(), "```", ""]
-    md += ["## Transfer table (21 paper-eval families, one revision of the minimal seed)", "",
+    if not rows:
+        md += ["No transfer table yet: the eval stage has not run on these files.", ""]
+    else:
+        md += transfer_md(tr)
+    md += [f"![{m}]({m})" for m in made]
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {out / 'results.md'}")
+
+
+def kinds(k: dict[str, int] | None) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted((k or {}).items(), key=lambda x: -x[1]))
+
+
+def transfer_md(tr: dict[str, Any]) -> list[str]:
+    """The transfer table and the per-family table."""
+    md = ["## Transfer table (21 paper-eval families, one revision of the minimal seed)", "",
            "Intervals: 95 % bootstrap; 'problems' resamples the test problems inside each family, 'families' "
            "resamples the families too (the honest one for a claim about unseen families). Differences are "
            "paired by family and problem.", "",
            "| row | families | mean test J [95 % CI, problems] | [95 % CI, families too] | minus seed [problems] | "
            "minus seed [families] | minus base [problems] | minus base [families] | valid / proposals | "
-           "picked a revision |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "picked a revision | of them near-copies of a zoo harness | test J (gain) of the others | "
+           "kinds of the picks |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in tr["rows"].values():
-        v = r.get("validity") or {}
+        v, bz = r.get("validity") or {}, r.get("beyond_zoo") or {}
+        others = "" if bz.get("others_test_J") is None else f"{bz['others_test_J']:.3f} ({bz['others_gain']:+.3f})"
         md.append(f"| {r['label']} | {r['families']} | {fmt(r['test_J'])} | {fmt(r['test_J_families_resampled'])} | "
                   f"{fmt(r.get('minus_seed'))} | {fmt(r.get('minus_seed_families_resampled'))} | "
                   f"{fmt(r.get('minus_base'))} | {fmt(r.get('minus_base_families_resampled'))} | "
-                  f"{v.get('valid', '')} / {v.get('proposals', '')} | {v.get('improved', '')} |")
+                  f"{v.get('valid', '')} / {v.get('proposals', '')} | {v.get('improved', '')} | "
+                  f"{bz.get('near_zoo_copies', '')} | {others} | {kinds(bz.get('kinds'))} |")
     md += ["", "Paper (4B solver): base 0.32, SFT 0.42, RL 0.62, 35B teacher 0.56.", ""]
     fams = sorted({f for r in tr["rows"].values() for f in r["per_family"]})
     if fams:
@@ -187,9 +303,7 @@ def main(argv: list[str] | None = None) -> None:
                 x = tr["rows"][a_]["per_family"].get(f)
                 cells.append("" if x is None else f"{x:.2f}")
             md.append(f"| {f} | " + " | ".join(cells) + " |")
-    md += [""] + [f"![{m}]({m})" for m in made]
-    (out / "results.md").write_text("\n".join(md) + "\n")
-    print(f"wrote {out / 'results.md'}")
+    return [*md, ""]
 
 
 if __name__ == "__main__":

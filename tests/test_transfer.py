@@ -118,6 +118,19 @@ def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> Non
     s = status["sftdata"]
     assert s["state"] == "partial" and s["finished"] == 0 and s["cancelled"] + s["not_started"] == 3, s
 
+    # a partial sftdata resumes: finished contexts are not redone, their rows are kept
+    status, _ = again("--stages", "sftdata", "--contexts-sft", "1", "--minutes-sftdata", "3")
+    assert status["sftdata"]["state"] == "done" and status["sftdata"]["jobs"] == 1, status["sftdata"]
+    rows_before = (ret / "sft.jsonl").read_text()
+    assert rows_before  # the zoo interpreter loop beat the seed: a kept row
+    st = json.loads((ret / "status.json").read_text())
+    st["sftdata"]["state"] = "partial"  # as if a stretch had been cut before the plan grew
+    (ret / "status.json").write_text(json.dumps(st))
+    status, _ = again("--stages", "sftdata", "--contexts-sft", "2", "--minutes-sftdata", "3")
+    s = status["sftdata"]
+    assert s["state"] == "done" and s["jobs"] == 1 and s["contexts_done"] == 2, s  # only the new context ran
+    assert (ret / "sft.jsonl").read_text().startswith(rows_before)
+
     # what comes back from the device, and a fresh machine's restore of it
     out = collect(tmp_path / "w", tmp_path / "out")
     assert "results.tgz" in out and "sft_adapter.tar.00" in out and "grpo_state.tar.00" in out and len(out) <= 8
@@ -130,3 +143,14 @@ def zoo_row_near_copy(rows: list) -> bool:
     """The zoo arm's pick is the zoo's interpreter loop: its nearest zoo file is that one, a near-copy."""
     zoo = next(r for r in rows if r["arm"] == "zoo")
     return zoo["nearest_zoo"] == "interpreter_loop" and zoo["nearest_zoo_ratio"] >= 0.8
+
+
+def test_restore_copies_a_committed_ret_folder(tmp_path: Path) -> None:
+    """A plain copy of a ret folder (as committed in experiments/results/qwen/state) restores as is."""
+    src = tmp_path / "state"
+    (src / "grpo" / "state").mkdir(parents=True)
+    (src / "sftdata_jobs.jsonl").write_text('{"family": "maze", "seed": 1, "kept": 0, "counts": {}}\n')
+    (src / "grpo" / "state" / "state.json").write_text('{"updates": 3}')
+    names = restore(tmp_path / "w", src)
+    assert {"sftdata_jobs.jsonl", "grpo"} <= set(names)
+    assert json.loads((tmp_path / "w" / "ret" / "grpo" / "state" / "state.json").read_text()) == {"updates": 3}

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
 D=/tmp/dev
 rm -rf "$D/jobs-src" "$D/jobs.done" && mkdir -p "$D/jobs-src" && cp -r src experiments "$D/jobs-src/"
-SOLVER='openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300'
+SOLVER='openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true'
 {
   for job in "$@"; do
     echo "cd $D/jobs-src && PYTHONPATH=/tmp/site:$D/jobs-src/src python3 experiments/qwen12.py run --model $HL_MODEL --solver '$SOLVER' $job || true"

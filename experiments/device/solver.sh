@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the H200, after setup.sh: one solver server for every job of a stretch (vLLM's start, ~3.5 min for
 # the 1.5B, is paid once), reached as  openai:qwen?base_url=http://127.0.0.1:8000/v1
-#     experiments/device/solver.sh start [SHARE]   # detached: waits for the model's conversion, then serves it
-#                                                  # with SHARE (default 0.3) of GPU memory; log /tmp/dev/solver.log
+#     experiments/device/solver.sh start [SHARE] [eager]   # detached: waits for the model's conversion, then
+#                              # serves it with SHARE (default 0.3) of GPU memory (eager: no torch.compile or CUDA
+#                              # graphs, a faster start, slower decoding); log /tmp/dev/solver.log
 #     experiments/device/solver.sh wait [SECONDS]  # until it answers (default 600 s); exit 1 if it did not
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +15,8 @@ case "${1:-}" in
     (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" setsid nohup bash -c "
       while [ ! -f '$HL_MODEL/config.json' ]; do sleep 2; done
       exec python3 -c \"import os; from harnesslearn.models.served import vllm_argv
-a = vllm_argv('$HL_MODEL', 8000, served_name='qwen', gpu_memory_utilization=${2:-0.3}, max_num_seqs=512)
+a = vllm_argv('$HL_MODEL', 8000, served_name='qwen', gpu_memory_utilization=${2:-0.3}, max_num_seqs=512,
+              enforce_eager='${3:-}' == 'eager')
 os.execv(a[0], a)\"" > "$D/solver.log" 2>&1 < /dev/null &)
     echo "solver server starting (log $D/solver.log)" ;;
   wait)

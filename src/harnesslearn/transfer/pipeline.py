@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import shutil
 import sys
 import tarfile
 import time
@@ -110,9 +111,13 @@ def collect(work: str | Path, out: str | Path, *, adapters: bool = True) -> list
 
 
 def restore(work: str | Path, src: str | Path) -> list[str]:
-    """A folder written by ``collect`` -> WORK/ret (the resume path on a fresh machine)."""
+    """A folder written by ``collect`` -> WORK/ret (the resume path on a fresh machine). A folder without
+    ``results.tgz`` is a plain copy of a ret folder (as committed in experiments/results/qwen/state/)."""
     ret, src = Path(work) / "ret", Path(src)
     ret.mkdir(parents=True, exist_ok=True)
+    if not (src / "results.tgz").is_file() and not any(src.glob("*.tar.*")):
+        shutil.copytree(src, ret, dirs_exist_ok=True)
+        return sorted(p.name for p in ret.iterdir())
     if (src / "results.tgz").is_file():
         with tarfile.open(src / "results.tgz") as tf:
             tf.extractall(ret, filter="data")

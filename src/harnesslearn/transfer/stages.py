@@ -151,7 +151,8 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
                 f, pseed = job
                 return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
 
-            n = await run_until(todo, t0 + s.minutes_sftdata * 60, one, done, label="sftdata")
+            n = await run_until(todo, t0 + s.minutes_sftdata * 60, one, done, concurrency=s.contexts_in_flight,
+                                label="sftdata")
     contexts = len(read_jsonl(log))
     summary = summarise_rows(kept, counts, contexts)
     summary.update(seconds=round(time.time() - t0, 1), n_score=s.n_score_sft, self_samples=s.self_samples,
