@@ -16,7 +16,10 @@ Writes (or updates: one run per engine, model, device and ``--label``) ``benchma
 of runs with ``engine``, ``model``, ``device``, ``solver_tokens_per_s`` (generated tokens),
 ``solver_calls_per_s``, ``gpu_busy_fraction`` (mean utilisation sampled every second),
 ``call_latency_p50_s``/``p95_s`` (one solver call as the harness sees it, queueing included),
-``harness_runs_per_min``, and the mean score of each harness (a check that the solver answers).
+``harness_runs_per_min``, the engine's own count of requests running and waiting (vLLM's ``/metrics``,
+sampled every second: p50 and max), and the mean score of each harness (a check that the solver answers).
+Token and call counts come from the runs' call records, so ``--executor shards:K`` (the solver called
+from each shard) counts the same way as ``local``.
 The response cache is off: every call reaches the engine. The first ``--warmup`` seconds are not
 measured (an engine's first batches compile kernels).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -72,12 +76,16 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
     jobs = [(h, f, p) for (h, f) in harnesses for p in problems[f]]
     random.Random(a.seed).shuffle(jobs)
     budgets = Budgets(timeout_s=a.timeout, max_calls=16, max_tokens=8192)
-    solver = load_model(spec, cache=False)
+    # shards:K rebuild the solver in each shard from its spec; their response cache is off through the environment
+    os.environ["HARNESSLEARN_CACHE"] = "0"
+    solver: Any = spec if a.executor != "local" else load_model(spec, cache=False)
     sampler = GpuSampler(1.0).start()
     done: list[dict[str, Any]] = []
     t_open = time.time()
-    async with SolverRuntime(solver, config=ExecutorConfig(isolation=a.isolation), concurrency=a.concurrency,
-                             verbose=True) as rt:
+    async with SolverRuntime(solver, executor=a.executor, concurrency=a.concurrency, verbose=True,
+                             config=ExecutorConfig(isolation=a.isolation, spare_slots=a.spare)) as rt:
+        solver = rt.solver
+        engine = EngineSampler(metrics_url(rt.solver), 1.0).start()
         assert rt.executor is not None
         opened_s = time.time() - t_open
         log(f"runtime open in {opened_s:.1f} s ({rt.timings}); {len(jobs)} distinct runs, cycling")
@@ -115,13 +123,15 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
             t.cancel()
         await asyncio.gather(*lanes, return_exceptions=True)
         log(f"stopped: {len(pending)} runs in flight cancelled after a {a.drain:g} s drain")
+        engine.stop()
     sampler.stop()
     span = t_stop - t_warm
     window = [r for r in done if t_warm <= r["t1"] <= t_stop]
     lat = [c[0] for r in window for c in r["calls"]]
-    gen = stats1.get("completion_tokens", 0) - stats0.get("completion_tokens", 0)
-    calls = stats1.get("calls", 0) - stats0.get("calls", 0)
-    prompt = stats1.get("prompt_tokens", 0) - stats0.get("prompt_tokens", 0)
+    # counted from the runs' own call records (the driver's solver does not see a shard's calls)
+    gen = sum(c[1] or 0 for r in window for c in r["calls"])
+    calls = sum(len(r["calls"]) for r in window)
+    prompt = sum(c[2] or 0 for r in window for c in r["calls"])
     by_h: dict[str, Any] = {}
     for h in a.harnesses:
         rs = [r for r in done if r["harness"] == h and r["score"] is not None]
@@ -139,8 +149,58 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         "runs_measured": len(window), "runs_total": len(done), "statuses": statuses,
         "measured_s": round(span, 1), "warmup_s": a.warmup, "runtime_open_s": round(opened_s, 1),
         "solver_calls_measured": calls, "generated_tokens_measured": gen,
-        "by_harness": by_h,
+        "by_harness": by_h, "executor": a.executor, "spare_slots": a.spare,
+        "solver_stats_calls": stats1.get("calls", 0) - stats0.get("calls", 0),  # the driver's solver only
+        **engine.summary(t_warm, t_stop),
     }
+
+
+def metrics_url(solver: Any) -> str | None:
+    """The engine's Prometheus endpoint (vLLM serves ``/metrics`` beside ``/v1``), if the solver has a URL."""
+    base = getattr(solver, "base_url", None)
+    return base.rstrip("/").removesuffix("/v1") + "/metrics" if isinstance(base, str) else None
+
+
+class EngineSampler:
+    """Reads vLLM's ``vllm:num_requests_running`` and ``..._waiting`` every ``every`` seconds in a thread."""
+
+    def __init__(self, url: str | None, every: float) -> None:
+        import threading
+
+        self.url, self.every = url, every
+        self.samples: list[tuple[float, float, float]] = []  # (time, running, waiting)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> EngineSampler:
+        if self.url:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import re
+        import urllib.request
+
+        pat = {k: re.compile(rf"^vllm:num_requests_{k}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", re.M)
+               for k in ("running", "waiting")}
+        while not self._stop.wait(self.every):
+            try:
+                text = urllib.request.urlopen(self.url, timeout=2).read().decode()  # noqa: S310 - our own server
+            except OSError:
+                continue
+            got = {k: sum(float(x) for x in p.findall(text)) for k, p in pat.items()}
+            self.samples.append((time.time(), got["running"], got["waiting"]))
+
+    def summary(self, t0: float, t1: float) -> dict[str, Any]:
+        run = [r for t, r, _ in self.samples if t0 <= t <= t1]
+        wait = [w for t, _, w in self.samples if t0 <= t <= t1]
+        return {"engine_running_p50": pct(run, 0.5), "engine_running_max": max(run) if run else None,
+                "engine_waiting_p50": pct(wait, 0.5), "engine_metric_samples": len(run)}
 
 
 def versions() -> dict[str, str]:
@@ -169,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=60.0, help="solve() limit, not counting model waits")
     p.add_argument("--isolation", default="auto")
+    p.add_argument("--executor", default="local", help="local | shards:K (K trusted processes; needs an openai: or "
+                   "python: --solver, e.g. the server of experiments/device/solver.sh)")
+    p.add_argument("--spare", type=int, default=0, help="spare sandbox slots beyond --concurrency (per shard: split)")
     p.add_argument("--log-dir", default="/tmp", help="where an engine's server writes its log")
     p.add_argument("--label", default="", help="tells apart runs of one engine, model and device (kept side by side)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "gpu_eval.json"))
@@ -188,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
            "versions": versions(), **figures, "wall_s": round(time.time() - t0, 1)}
     out = Path(a.out)
     runs = json.loads(out.read_text()) if out.is_file() else []
-    key = ("engine", "model", "device", "label")
+    key = ("engine", "model", "device", "label")  # a run per engine, model, device and label (older rows stay)
     runs = [r for r in runs if tuple(r.get(k, "") for k in key) != tuple(run[k] for k in key)]
     atomic_write_text(out, json.dumps([*runs, run], indent=1) + "\n")
     keys = ("solver_tokens_per_s", "solver_calls_per_s", "gpu_busy_fraction", "call_latency_p50_s",

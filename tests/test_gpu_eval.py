@@ -8,16 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from extras import needs
+
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("engine", "model", "device", "solver_tokens_per_s", "solver_calls_per_s", "gpu_busy_fraction",
           "call_latency_p50_s", "call_latency_p95_s", "harness_runs_per_min")
 
 
-def bench(out: Path, label: str) -> dict:
+def bench(out: Path, label: str, *extra: str) -> dict:
     cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_eval.py"), "--solver",
            f"python:{ROOT / 'tests' / 'zoo_solver.py'}:six", "--minutes", "0.1", "--warmup", "2", "--drain", "5",
            "--concurrency", "4", "--families", "gcd,basic_arithmetic", "--harnesses", "minimal,interpreter_loop",
-           "--n-problems", "4", "--label", label, "--out", str(out)]
+           "--n-problems", "4", "--label", label, "--out", str(out), *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(p.stdout)
@@ -34,3 +36,13 @@ def test_gpu_eval_writes_every_figure_and_keeps_runs_of_other_labels(tmp_path: P
     bench(out, "b")
     bench(out, "a")  # replaces the first "a", keeps "b"
     assert sorted(r["label"] for r in json.loads(out.read_text())) == ["a", "b"]
+
+
+@needs("ray", "ray")
+def test_gpu_eval_on_shards_counts_calls_from_the_runs_records(tmp_path: Path) -> None:
+    """With shards:K the solver is called from each shard: calls and tokens still count (from the records),
+    and the engine sampler says it had nothing to read (a python: solver has no /metrics)."""
+    run = bench(tmp_path / "g.json", "s", "--executor", "shards:2", "--spare", "1")
+    assert run["executor"] == "shards:2" and run["runs_measured"] > 0 and run["solver_calls_per_s"] > 0
+    assert run["solver_stats_calls"] == 0  # the driver's own solver was never called
+    assert run["engine_metric_samples"] == 0 and run["engine_running_p50"] is None

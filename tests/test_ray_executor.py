@@ -173,7 +173,9 @@ def test_executor_option_is_parsed_strictly():
     assert parse_executor("ray:auto") == ("ray", "auto")
     assert parse_executor("ray:10.0.0.5:6379") == ("ray", "10.0.0.5:6379")
     assert parse_executor("ray://head:10001") == ("ray", "ray://head:10001")
-    for bad in ("", "Ray", "ray:", "ray://", "dask", "local:x", "ray:head", "ray://head", "ray:head:x", "ray://auto"):
+    assert parse_executor("shards:4") == ("shards", "4")
+    for bad in ("", "Ray", "ray:", "ray://", "dask", "local:x", "ray:head", "ray://head", "ray:head:x", "ray://auto",
+                "shards", "shards:0", "shards:x", "shards:-1", "shards:1000"):
         with pytest.raises(UserError):
             parse_executor(bad)
 
@@ -293,3 +295,54 @@ def test_training_config_rejects_a_bad_executor():
         build_config(GRPOTrainConfig, {"executor": "spark"})
     cfg = build_config(GRPOTrainConfig, {"executor": "ray:auto", "solver_base_url": ["http://a:1/v1", "http://b:2/v1"]})
     assert cfg.executor == "ray:auto" and cfg.solver_base_url == ["http://a:1/v1", "http://b:2/v1"]
+
+
+@NEEDS_RAY
+def test_shards_give_the_local_j_and_answers_with_each_shard_calling_its_own_solver(local_ray):
+    """``shards:K``: K executor actors on this machine, each with its own solver client built from the spec,
+    so no model call passes through the driver; results equal the local executor's."""
+    from harnesslearn.sandbox import build_executor
+
+    task = load_task("rg:basic_arithmetic")
+    harness = load_harness("minimal")
+    solver = load_model(SOLVER)
+
+    async def main():
+        try:
+            async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:
+                local = await evaluate(harness, task, "score", 10, 0, ex, budgets=Budgets(timeout_s=20), progress=False)
+            sharded = build_executor("shards:2", solver, ExecutorConfig(), concurrency=4, solver_source=(SOLVER, {}))
+            async with sharded:
+                remote = await evaluate(harness, task, "score", 10, 0, sharded, budgets=Budgets(timeout_s=20),
+                                        progress=False)
+                return local, remote, sharded.stats()
+        finally:
+            await solver.aclose()
+
+    local, remote, stats = asyncio.run(main())
+    same_results(local, remote)
+    assert 0 < remote.J < 1
+    assert stats["solver"] == "each actor's own" and len(stats["actors"]) == 2
+    assert all(a["slots"] == 2 for a in stats["actors"]) and sum(a["problems"] for a in stats["actors"]) == 10
+    assert solver.stats()["calls"] == 10  # the local run's calls only: the shards called their own clients
+
+
+def test_shards_refuse_a_solver_they_cannot_rebuild():
+    from harnesslearn.sandbox import build_executor
+
+    with pytest.raises(UserError, match="openai: or python:"):
+        build_executor("shards:2", load_model(SOLVER), solver_source=("local:gemma-3-270m", {}))
+    with pytest.raises(UserError, match="openai: or python:"):
+        build_executor("shards:2", load_model(SOLVER))  # a backend object without its spec
+
+
+@NEEDS_RAY
+def test_cli_run_on_shards_gives_the_same_j_and_answers_as_local():
+    local, sharded = cli(*RUN), cli(*RUN, "--executor", "shards:2", "--concurrency", "4")
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert sharded.returncode == 0, sharded.stderr[-2000:]
+    a, b = json.loads(local.stdout), json.loads(sharded.stdout)
+    assert a["J"] == b["J"] and 0 < b["J"] < 1
+    assert [(p["id"], p["answer"], p["score"], p["status"]) for p in a["problems"]] == [
+        (p["id"], p["answer"], p["score"], p["status"]) for p in b["problems"]]
+    assert b["executor"]["solver"] == "each actor's own" and len(b["executor"]["actors"]) == 2

@@ -279,3 +279,32 @@ def test_worker_and_tool_rlimits_are_the_configured_ones(isolation: str) -> None
     assert t["RLIMIT_AS"] == [300 * mib] * 2  # the tool's own tighter limits
     assert t["RLIMIT_NPROC"] == [16, 16] and t["RLIMIT_NOFILE"] == [32, 32] and t["RLIMIT_FSIZE"] == [4 * mib] * 2
     assert 6 <= t["RLIMIT_CPU"][0] <= 7 and t["RLIMIT_CPU"][1] == t["RLIMIT_CPU"][0] + 1
+
+
+class Slow(Echo):
+    """Echo that holds each call 50 ms and records the most calls in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = self.most = 0
+
+    async def generate(self, request: GenerateRequest) -> Completion:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.05)
+            return await super().generate(request)
+        finally:
+            self.now -= 1
+
+
+def test_spare_slots_keep_problems_in_flight_at_concurrency_and_answers_unchanged() -> None:
+    """Spare slots are pre-started workers beyond ``concurrency`` (the freed slot rebuilds while the next
+    problem runs in another); they do not raise the number of problems in flight."""
+    model = Slow()
+    recs = run(ECHO, n=12, model=model, spare_slots=3)  # concurrency 2
+    assert [r.status for r in recs] == [Status.OK] * 12
+    assert [r.answer for r in recs] == [f"echo Q: question {i}" for i in range(12)]
+    assert model.most == 2
+    with pytest.raises(UserError, match="spare"):
+        ExecutorConfig(spare_slots=-1)

@@ -74,7 +74,9 @@ class SolverRuntime:
         # Nothing runs yet: weights, servers and sandbox workers start on entry.
         self.solver: ModelBackend | None = load_model(solver, base_url=base_url) if isinstance(solver, str) else solver
         self._spec = solver if isinstance(solver, str) else solver.spec
-        self.executor: HarnessExecutor | None = build_executor(executor, self.solver, config, concurrency=concurrency)
+        source = (solver, {"base_url": base_url} if base_url is not None else {}) if isinstance(solver, str) else None
+        self.executor: HarnessExecutor | None = build_executor(executor, self.solver, config, concurrency=concurrency,
+                                                               solver_source=source)
 
     # ------------------------------------------------------------------ open
     async def __aenter__(self) -> SolverRuntime:

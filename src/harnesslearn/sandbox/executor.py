@@ -108,6 +108,9 @@ class ExecutorConfig:
     """How the executor runs workers. Every field has a safe default."""
 
     concurrency: int = field(default_factory=default_concurrency)  # problems in flight, one slot uid each
+    # pre-started slots beyond ``concurrency``: free slots are taken in turn (oldest first), so the slot of a
+    # problem that just ended rebuilds (kill, sweeps, spawn) while the next problem runs in a spare one
+    spare_slots: int = 0
     isolation: str = "auto"  # "auto" (bwrap, else landlock) | "bwrap" | "landlock" | "none" (unsafe, loud)
     python: str | None = None  # worker interpreter; default: first world-executable python3.11/python3 in /usr
     infra_retries: int = 2  # extra attempts of a problem run after an infrastructure failure
@@ -131,6 +134,8 @@ class ExecutorConfig:
             raise UserError(f"unknown isolation {self.isolation!r}; choose one of {', '.join(ISOLATIONS)}")
         if self.concurrency < 1:
             raise UserError("concurrency must be at least 1")
+        if self.spare_slots < 0:
+            raise UserError("spare slots must not be negative")
 
 
 async def _first_frame(w: Worker, abandon: asyncio.Event, timeout: float) -> dict[str, Any] | None:
@@ -167,7 +172,8 @@ class Executor:
         self.spec: LaunchSpec | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: list[_Slot] = []
-        self._free: asyncio.Queue[_Slot] | None = None
+        self._free: asyncio.Queue[_Slot] | None = None  # FIFO: the slot that waited longest comes first
+        self._inflight: asyncio.Semaphore | None = None  # problems in flight (``concurrency``)
         self._model_sem: asyncio.Semaphore | None = None
         self._leases: list[UidLease] = []
         self._cgroups: list[SlotCgroup] = []
@@ -186,7 +192,8 @@ class Executor:
 
     def stats(self) -> dict[str, Any]:
         """Where runs execute: this machine, the isolation mode and the number of slots."""
-        return {"executor": "local", "isolation": self.isolation, "slots": self.config.concurrency}
+        return {"executor": "local", "isolation": self.isolation, "slots": self.config.concurrency,
+                "spare_slots": self.config.spare_slots}
 
     async def __aenter__(self) -> Executor:
         await self.start()
@@ -230,7 +237,8 @@ class Executor:
         self._model_sem = asyncio.Semaphore(self.config.model_concurrency or self.config.concurrency)
         if self.spec is None:
             self.spec = await self._choose_spec()
-        self._slots = [self._new_slot(i) for i in range(self.config.concurrency)]
+        self._slots = [self._new_slot(i) for i in range(self.config.concurrency + self.config.spare_slots)]
+        self._inflight = asyncio.Semaphore(self.config.concurrency)
         self._free = asyncio.Queue()
         for s in self._slots:
             self._refill(s)
@@ -382,14 +390,16 @@ class Executor:
                              "(--unsafe-no-sandbox): it can read, write and reach anything you can.\n")
         budgets = budgets or Budgets()
         tools = tools or Tools()
-        free = self._free
+        free, inflight = self._free, self._inflight
+        assert inflight is not None
 
         async def one(problem: Problem) -> RunRecord:
-            slot = await free.get()
-            try:
-                rec = await self._run_problem(slot, source, problem, tools, budgets)
-            finally:
-                free.put_nowait(slot)
+            async with inflight:
+                slot = await free.get()
+                try:
+                    rec = await self._run_problem(slot, source, problem, tools, budgets)
+                finally:
+                    free.put_nowait(slot)
             if on_record is not None:
                 on_record(rec)
             return rec

@@ -382,7 +382,8 @@ class Worker:
         if transport is not None:
             transport.close()
         if self.workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            # in a thread: a work dir full of the harness's files takes milliseconds to remove, off the event loop
+            await asyncio.to_thread(shutil.rmtree, self.workdir, True)
 
     def send_signal(self, sig: int) -> None:
         """Send ``sig`` to the worker's process group and to the worker, through its pidfd.

@@ -98,6 +98,9 @@ class RayConfig:
     start_timeout_s: float = 180.0  # an actor not started by then (no room on the cluster, a hung preflight) is dropped
     local_cpus: int | None = None  # CPUs of a new local instance (None: all of this machine's)
     object_store_mb: int = 128  # object store of a new local instance
+    # (spec, load_model keywords) of a solver each actor builds for itself and calls directly (``shards:K``);
+    # None: the actors forward their model calls to the driver's solver (see "Where the solver lives")
+    node_solver: tuple[str, dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.actors is not None and self.actors < 1:
@@ -255,13 +258,20 @@ def _unwrap(reply: Any) -> Completion:
 class NodeExecutor:
     """The Ray actor: the sandboxed ``Executor`` of one node, its model calls forwarded to the driver."""
 
-    def __init__(self, config: ExecutorConfig, slots: int | None, spare: int = 0) -> None:
+    def __init__(self, config: ExecutorConfig, slots: int | None, spare: int = 0,
+                 node_solver: tuple[str, dict[str, Any]] | None = None) -> None:
         self.slots = slots or default_concurrency()  # problems the driver sends at once
         # ``spare`` more slots, each with its pre-started worker: the executor takes free slots in
         # turn, so the slot of a problem that just ended respawns its worker while the next
         # problem already runs in a spare one (the spawn leaves the critical path)
-        self.config = dataclasses.replace(config, concurrency=self.slots + spare)
-        self.solver = ForwardedSolver()
+        self.config = dataclasses.replace(config, concurrency=self.slots, spare_slots=config.spare_slots + spare)
+        self.solver: ModelBackend
+        if node_solver is not None:  # a shard: its harnesses' model calls go straight to the engine from here
+            from harnesslearn.models import load_model
+
+            self.solver = load_model(node_solver[0], **node_solver[1])
+        else:
+            self.solver = ForwardedSolver()
         self.executor = Executor(self.solver, self.config)
         self._corpora: dict[str, tuple[list[dict[str, str]], Any]] = {}  # corpus, its index
 
@@ -293,13 +303,17 @@ class NodeExecutor:
         return rec
 
     async def poll(self, wait_s: float) -> list[tuple[str, GenerateRequest]]:
+        assert isinstance(self.solver, ForwardedSolver)
         return await self.solver.take(wait_s)
 
     async def respond(self, replies: list[tuple[str, Any]]) -> None:
+        assert isinstance(self.solver, ForwardedSolver)
         self.solver.resolve(replies)
 
     async def close(self) -> None:
         await self.executor.aclose()
+        if not isinstance(self.solver, ForwardedSolver):
+            await self.solver.aclose()
 
 
 _REMOTE_CLASS: Any = None
@@ -443,7 +457,7 @@ class RayExecutor:
             await self._spawn()
         for a in self._actors:
             a.pump = a.revive = None  # tasks of an earlier event loop died with it
-            if a.up:
+            if a.up and self.ray_config.node_solver is None:
                 a.pump = asyncio.create_task(self._pump(a))
 
     def _placements(self) -> list[Any]:
@@ -464,7 +478,7 @@ class RayExecutor:
         for i, placement in enumerate(self._placements()):
             handle = cls.options(num_cpus=rc.actor_cpus, max_restarts=rc.actor_restarts, max_task_retries=0,
                                  scheduling_strategy=placement).remote(self.config, rc.slots_per_actor,
-                                                                       rc.spare_slots)
+                                                                       rc.spare_slots, rc.node_solver)
             self._actors.append(_Actor(i, handle))
         reasons = await asyncio.gather(*(self._start_actor(a) for a in self._actors))
         for reason in filter(None, reasons):
@@ -558,7 +572,8 @@ class RayExecutor:
         reason = await self._start_actor(a)
         if reason is None:
             _log(f"[ray] {a.where} is back")
-            a.pump = asyncio.create_task(self._pump(a))
+            if self.ray_config.node_solver is None:
+                a.pump = asyncio.create_task(self._pump(a))
         else:
             _log(f"[ray] gave up on actor {a.index}: {reason}")
         await self._notify()
@@ -655,9 +670,10 @@ class RayExecutor:
         return {
             "executor": "ray",
             "address": self.ray_config.address or "local",
+            "solver": "each actor's own" if self.ray_config.node_solver else "the driver's",
             "isolation": self.isolation,
             "nodes": len(self._nodes_used),
-            "actors": [{"host": a.info.get("host"), "node_id": a.info.get("node_id"), "up": a.up,
+            "actors": [{"host": a.info.get("host"), "node_id": a.info.get("node_id"), "pid": a.info.get("pid"), "up": a.up,
                         "isolation": a.info.get("isolation"), "slots": a.info.get("slots"), "uids": a.info.get("uids"),
                         "problems": a.done, "lost": a.lost} for a in actors],
             "redispatched": self.redispatched,

@@ -49,9 +49,11 @@ class Common:
     isolation: Isolation = _f(
         "auto", "Sandbox isolation: auto | bwrap | landlock | none (unsafe).")
     concurrency: int | None = _f(None, "Concurrent sandboxed runs (None: the executor's default).")
+    spare_slots: int = _f(0, "Pre-started sandbox slots beyond those (a freed slot rebuilds while the next run "
+                          "starts in a spare one).", lo=0)
     worker_python: str | None = _f(None, "Worker interpreter of sandboxed runs (None: the executor's default search).")
     executor: str = _f("local", "Where harness runs execute: local | ray | ray:auto | ray:HOST:PORT | ray://HOST:PORT "
-                       "(concurrency is then per node).")
+                       "(concurrency is then per node) | shards:K (K trusted processes on this machine).")
     run_dir: str | None = _f(None, "Run store directory; reward components and proposals are recorded there.")
     seed: int = _f(0, "Random seed (problem sampling, context order, training).")
 

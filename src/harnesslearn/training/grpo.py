@@ -204,7 +204,7 @@ def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
 def _open_runtime(cfg: GRPOTrainConfig, runner: LoopThread) -> SolverRuntime:
     """The solver and the executor, opened through the one runtime on the runner's loop, where every
     evaluation of the run happens (closed by ``run_grpo`` on any exit)."""
-    kw: dict[str, Any] = {"isolation": cfg.isolation}
+    kw: dict[str, Any] = {"isolation": cfg.isolation, "spare_slots": cfg.spare_slots}
     if cfg.worker_python is not None:
         kw["python"] = cfg.worker_python
     rt = SolverRuntime(cfg.solver, base_url=cfg.solver_base_url, executor=cfg.executor,

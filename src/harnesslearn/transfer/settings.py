@@ -26,6 +26,10 @@ class TransferSettings:
     seed: int = setting(0, None, "seed of the training contexts")
     isolation: str = setting("auto", None, "sandbox isolation: auto | bwrap | landlock | none")
     concurrency: int = setting(192, None, "sandboxed harness runs in flight", lo=1)
+    spare_slots: int = setting(48, None, "pre-started sandbox slots beyond those (a freed slot rebuilds while the "
+                               "next run starts in a spare one)", lo=0)
+    executor: str = setting("local", None, "where harness runs execute: local | shards:K (K trusted processes, "
+                            "each calling the solver itself; needs --solver openai:...)")
     timeout: float = setting(60.0, None, "one solve() call, not counting model waits")
     max_tokens: int = setting(768, None, "proposer completion limit (eval, GRPO, self samples)", lo=1)
     solver_memory: float = setting(0.3, None, "vLLM's share of GPU memory while the policy trains beside it")
@@ -84,6 +88,10 @@ class TransferSettings:
             raise UserError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
         if any(a not in ARMS for a in self.arms):
             raise UserError(f"arms must be among {', '.join(ARMS)}")
+        from harnesslearn.sandbox.executors import parse_executor
+
+        if parse_executor(self.executor)[0] not in ("local", "shards"):
+            raise UserError(f"executor must be local or shards:K, not {self.executor!r}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +99,8 @@ class TransferSettings:
     @classmethod
     def smoke(cls, model: str, work: str, solver: str, family: str) -> TransferSettings:
         """All four stages on 2 CPU cores in a few minutes: a tiny model, one family, tiny splits."""
-        return cls(model=model, work=work, engine="hf", solver=solver, cpu=True, concurrency=4, timeout=20.0,
+        return cls(model=model, work=work, engine="hf", solver=solver, cpu=True, concurrency=4, spare_slots=1,
+                   timeout=20.0,
                    max_tokens=16, targets="q_proj,v_proj", lora_r=4, families_train=(family,), contexts_sft=1,
                    n_feedback=2, n_score_sft=2, self_samples=1, minutes_sftdata=2.0, epochs_sft=1.0, max_length_sft=32768, minutes_sft=2.0,
                    minutes_grpo=2.0, max_steps_grpo=1, contexts_epoch_grpo=1, contexts_per_update=1,

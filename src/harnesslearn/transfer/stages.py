@@ -94,9 +94,16 @@ def budgets(s: TransferSettings) -> Budgets:
 
 
 def runtime(s: TransferSettings, solver: ModelBackend) -> SolverRuntime:
+    """The stage's solver and sandbox. With ``s.executor`` = ``shards:K`` the shards build their own solver
+    clients from ``s.solver`` (a spec), so that spec is what the runtime gets."""
     from harnesslearn.sandbox import ExecutorConfig
 
-    return SolverRuntime(solver, config=ExecutorConfig(isolation=s.isolation), concurrency=s.concurrency, verbose=True)
+    config = ExecutorConfig(isolation=s.isolation, spare_slots=s.spare_slots)
+    if s.executor != "local":
+        if not s.solver:
+            raise UserError(f"--executor {s.executor} needs --solver (an openai: spec of a running server)")
+        return SolverRuntime(s.solver, executor=s.executor, config=config, concurrency=s.concurrency, verbose=True)
+    return SolverRuntime(solver, config=config, concurrency=s.concurrency, verbose=True)
 
 
 def _state(counts: Any) -> str:
@@ -210,7 +217,7 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     cfg = GRPOTrainConfig(
         solver=solver, families=list(s.families_train), n_feedback=s.n_feedback, n_score=s.n_score_grpo, n_traces=3,
         timeout_s=s.timeout, max_calls=16, max_tokens_per_problem=8192, isolation=s.isolation,  # type: ignore[arg-type]
-        concurrency=s.concurrency, seed=s.seed + 7, run_dir=str(work / "grpo_run"), model=s.model,
+        concurrency=s.concurrency, executor=s.executor, spare_slots=s.spare_slots, seed=s.seed + 7, run_dir=str(work / "grpo_run"), model=s.model,
         adapter=str(adapter) if adapter else None, output_dir=str(ret / "grpo"), learning_rate=s.lr_grpo,
         max_steps=s.max_steps_grpo, micro_batch=s.micro_batch, save_steps=10**6, report_to="none", bf16=not s.cpu,
         use_cpu=s.cpu, lora_r=s.lora_r, lora_alpha=2 * s.lora_r, target_modules=s.targets.split(","),
