@@ -290,10 +290,10 @@ def test_the_format_is_decided_once_from_the_settings_and_the_backend() -> None:
 def test_every_format_writes_a_target_that_its_own_decoding_turns_back_into_the_child() -> None:
     """target(parent, child) is an SFT completion: decoded in the same format it must make the child."""
     from harnesslearn import zoo
+    from harnesslearn.blocks import inline_solve
     from harnesslearn.edits import apply_proposal
     from harnesslearn.formats import FORMATS, PromptContext
     from harnesslearn.harness import normalise
-    from harnesslearn.training.zoo_edits import inline_solve
 
     parent = Harness(seed_source("minimal"))
     child = zoo.source("interpreter_loop")

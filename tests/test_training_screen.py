@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from harnesslearn.harness import check_source, seed_source
+from harnesslearn.seed_styles import STYLES
 from harnesslearn.training.contexts import seed_harness
 from harnesslearn.training.screen import classify_revision, screen
-from harnesslearn.training.seed_styles import STYLES
 
 SEED = seed_source("minimal")
 

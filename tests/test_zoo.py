@@ -69,9 +69,9 @@ def test_unknown_or_inapplicable_names_are_user_errors(qa_task: str) -> None:
         zoo.build("few_shoot", load_task("rg:gcd"))
     with pytest.raises(UserError, match="does not apply"):
         zoo.build("interpreter_loop", load_task(qa_task))
-    h = zoo.resolve("zoo:reason_extract", load_task("rg:gcd"))
+    h = zoo.resolve_harness("zoo:reason_extract", load_task("rg:gcd"))
     assert h.name == "zoo:reason_extract"
-    assert zoo.resolve("minimal", load_task("rg:gcd")).name == "minimal"
+    assert zoo.resolve_harness("minimal", load_task("rg:gcd")).name == "minimal"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -183,10 +183,10 @@ def run(
     """Evaluate one harness on a task split in sandboxed workers and print its score J."""
 
     from harnesslearn.evaluation import Evaluation, evaluate
-    from harnesslearn.harness import resolve_harness
     from harnesslearn.runtime import SolverRuntime
     from harnesslearn.sandbox import Budgets, ExecutorConfig
     from harnesslearn.tasks import load_task
+    from harnesslearn.zoo import resolve_harness
 
     config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
     rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, config=config, concurrency=concurrency,
@@ -346,10 +346,10 @@ def adapt(
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
 
     from harnesslearn.adapt import adapt as run_adapt
-    from harnesslearn.harness import resolve_harness
     from harnesslearn.models import load_model
     from harnesslearn.runtime import SolverRuntime
     from harnesslearn.tasks import load_task
+    from harnesslearn.zoo import resolve_harness
 
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from harnesslearn.blocks import diff_blocks, inline_solve, rewrite_completion
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import Messages, ModelBackend
 from harnesslearn.proposer import (
@@ -92,7 +93,6 @@ class ProposerFormat:
 
     def target(self, parent: str, child: str) -> str:
         """The completion that makes ``child`` from ``parent`` in this format (verified to apply)."""
-        from harnesslearn.training.zoo_edits import diff_blocks
 
         blocks = diff_blocks(parent, child)
         return blocks[len(PRIME):] if not self.chat and blocks.startswith(PRIME) else blocks
@@ -117,7 +117,6 @@ class _RewriteTarget(ProposerFormat):
         return finish_body(completion, prompt, hit_max_tokens=hit_max_tokens)
 
     def target(self, parent: str, child: str) -> str:
-        from harnesslearn.training.zoo_edits import inline_solve, rewrite_completion
 
         return rewrite_completion(parent, inline_solve(child))[0]
 
@@ -161,7 +160,6 @@ class ChatFunction(ProposerFormat):
         return finish_function(completion, source, hit_max_tokens=hit_max_tokens)
 
     def target(self, parent: str, child: str) -> str:
-        from harnesslearn.training.zoo_edits import inline_solve
 
         fn = solve_lines(inline_solve(child))
         if fn is None:

@@ -12,7 +12,6 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from harnesslearn.errors import UserError
 
@@ -85,29 +84,10 @@ def runtime_api_doc() -> str:
     return (resources.files("harnesslearn") / "seeds" / "RUNTIME_API.md").read_text(encoding="utf-8")
 
 
-def load_harness(ref: str) -> Harness:
-    """Load a harness from a ``.py`` path or a shipped seed name, and validate it."""
-    return resolve_harness(ref)
-
-
-def resolve_harness(ref: str, task: Any = None, seed: int = 0, *, check: bool = True) -> Harness:
-    """Every way to name a harness, in one place: ``zoo:NAME`` (a zoo harness built for ``task``),
-    ``style:NAME`` (a training seed style), a shipped seed name, or a ``.py`` file. A file is validated
-    unless ``check=False`` (``harnesslearn run``: running an invalid harness is an evaluation result,
-    every problem ``harness_error``). UserError for anything that names no harness."""
-    if ref.startswith("zoo:"):
-        from harnesslearn import zoo
-
-        if task is None:
-            raise UserError(f"{ref}: a zoo harness is built for a task; this command has none")
-        return zoo.build(ref[len("zoo:"):], task, seed)
-    if ref.startswith("style:"):
-        from harnesslearn.training.seed_styles import style_source
-
-        src = normalise(style_source(ref.split(":", 1)[1]))
-        if check_source(src) is not None:  # a bug in seed_styles.py, not a user mistake
-            raise ValueError(f"seed style {ref} is not a valid harness")
-        return Harness(source=src, name=ref)
+def load_harness(ref: str, *, check: bool = True) -> Harness:
+    """A shipped seed by name, or a ``.py`` file, validated unless ``check=False`` (``harnesslearn run``:
+    running an invalid harness is an evaluation result, every problem ``harness_error``). UserError for
+    anything else. ``zoo.resolve_harness`` adds the other ways to name a harness (``zoo:``, ``style:``)."""
     if ref in SEEDS:
         return Harness(source=normalise(seed_source(ref)), name=ref)
     from harnesslearn.fsutil import read_user_file

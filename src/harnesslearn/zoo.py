@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.harness import Harness, load_harness, resolve_harness
+from harnesslearn.harness import Harness, check_source, load_harness, normalise
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.tasks.base import Task
 
@@ -110,9 +110,22 @@ def build(name: str, task: Task, seed: int = 0) -> Harness:
     return Harness(src, name=f"{PREFIX}{name}")
 
 
-def resolve(ref: str, task: Task, seed: int = 0) -> Harness:
-    """A harness reference for ``task`` (``harness.resolve_harness``: zoo:NAME, a seed name, a .py path)."""
-    return resolve_harness(ref, task, seed)
+def resolve_harness(ref: str, task: Any = None, seed: int = 0, *, check: bool = True) -> Harness:
+    """Every way to name a harness, in one place: ``zoo:NAME`` (a zoo harness built for ``task``),
+    ``style:NAME`` (a training seed style), a shipped seed name, or a ``.py`` file (``harness.load_harness``;
+    validated unless ``check=False``). UserError for anything that names no harness."""
+    if ref.startswith(PREFIX):
+        if task is None:
+            raise UserError(f"{ref}: a zoo harness is built for a task; this command has none")
+        return build(ref[len(PREFIX):], task, seed)
+    if ref.startswith("style:"):
+        from harnesslearn.seed_styles import style_source
+
+        src = normalise(style_source(ref.split(":", 1)[1]))
+        if check_source(src) is not None:  # a bug in seed_styles.py, not a user mistake
+            raise ValueError(f"seed style {ref} is not a valid harness")
+        return Harness(source=src, name=ref)
+    return load_harness(ref, check=check)
 
 
 @dataclass

@@ -10,7 +10,6 @@ Files, in the order data flows through them:
                      None on infrastructure failure) and the concurrent batch helper.
 - ``screen.py``   -- the SFT quality screen and the revision-kind classifier.
 - ``contexts.py`` -- GRPO contexts built with the test-time ``build_prompt`` (multistep, varied).
-- ``seed_styles.py`` -- seed harnesses written in other styles (format-varied variant).
 - ``sft_data.py`` -- teacher revisions -> filtered chat JSONL with provenance.
 - ``model_io.py`` -- the policy's transformers weights (incl. the embedded Gemma) and LoRA config.
 - ``policy.py``   -- the policy being trained as a ModelBackend (multistep rollouts).

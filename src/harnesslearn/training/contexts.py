@@ -27,11 +27,12 @@ from typing import Any
 
 from harnesslearn.errors import UserError
 from harnesslearn.formats import PromptContext, ProposerFormat
-from harnesslearn.harness import Harness, resolve_harness
+from harnesslearn.harness import Harness
 from harnesslearn.proposer import Style
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.seeding import child_seed
+from harnesslearn.zoo import resolve_harness
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ it with the proposer's chat template (``render``: the text an in-process engine 
 continued). Candidates:
 
 - ``zoo:NAME``: every reasoning zoo harness built for the task (``zoo.build``), inlined into
-  ``solve`` and written as the completion of the rewrite prefill (``zoo_edits.zoo_revision``);
+  ``solve`` and written as the completion of the rewrite prefill (``blocks.zoo_revision``);
 - ``self:i``: ``samples`` completions of the proposer backend on the same prompt
   (``rounds.revise``, the test-time round).
 
@@ -55,10 +55,10 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
                        settings: ZooSFTSettings, proposer: Any = None) -> tuple[list[dict[str, Any]], Counter[str]]:
     """The kept rows of one context and the counts of what happened to every candidate."""
     from harnesslearn import zoo
+    from harnesslearn.blocks import EditMismatch
     from harnesslearn.evaluation import evaluate, improves
     from harnesslearn.formats import ChatPrefill, PromptContext, continuation
     from harnesslearn.rounds import judge, revise
-    from harnesslearn.training.zoo_edits import EditMismatch
 
     s = settings
     fmt = ChatPrefill()  # the chat prompt with the rewrite prefill: what the in-process engine continues

@@ -1,4 +1,4 @@
-"""Zoo harnesses written as edits of the minimal seed (training/zoo_edits.py) and the teacher-free
+"""Zoo harnesses written as edits of the minimal seed (blocks.py) and the teacher-free
 SFT rows built from them (training/zoo_sft.py). No model: a rule-based solver."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from harnesslearn import zoo
-from harnesslearn.edits import apply_proposal
-from harnesslearn.harness import check_source, load_harness, normalise
-from harnesslearn.proposer import as_proposal, rewrite_tail
-from harnesslearn.training.zoo_edits import (
+from harnesslearn.blocks import (
     EditMismatch,
     diff_blocks,
     inline_solve,
     rewrite_completion,
     zoo_revision,
 )
+from harnesslearn.edits import apply_proposal
+from harnesslearn.harness import check_source, load_harness, normalise
+from harnesslearn.proposer import as_proposal, rewrite_tail
 
 SOLVER = f"python:{Path(__file__).resolve().parent / 'zoo_solver.py'}:six"  # not relative to the cwd
 REASONING = ["interpreter_loop", "reason_extract", "self_consistency", "verify_retry", "few_shot"]

@@ -1,4 +1,6 @@
-"""Zoo harnesses written as edits of a parent harness: teacher-free SFT revisions.
+"""Writing SEARCH/REPLACE blocks (the other side of ``edits.py``, which parses and applies them): a
+harness written as an edit of a parent. The proposer formats use it for their SFT targets, and the
+zoo harnesses become teacher-free SFT revisions through it.
 
 A zoo harness (``zoo.py``) is a whole file; an SFT example must be a *completion* of the
 proposer's prompt, in the edit format the proposer writes at test time. Two forms:
