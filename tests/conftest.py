@@ -19,8 +19,16 @@ def _own_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _restore_environment() -> Iterator[None]:
     """Scripts run in-process (experiments/*.py) may set variables such as HARNESSLEARN_CACHE=0;
-    none of that may leak into the tests that follow."""
+    none of that may leak into the tests that follow.
+
+    Only what a test changed is put back, never ``os.environ.clear()``: glibc's getenv is not
+    thread-safe against setenv/unsetenv, and the gRPC threads of an in-process Ray driver (the Ray
+    tests' module fixture) call getenv all the time. Clearing and refilling the whole environment
+    after every test crashed the full suite with a segfault in getenv (seen 2026-12-04)."""
     saved = dict(os.environ)
     yield
-    os.environ.clear()
-    os.environ.update(saved)
+    for key in [k for k in os.environ if k not in saved]:
+        del os.environ[key]
+    for key, value in saved.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
