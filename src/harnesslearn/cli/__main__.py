@@ -1,0 +1,5 @@
+"""``python -m harnesslearn.cli``."""
+
+from harnesslearn.cli import main
+
+main()

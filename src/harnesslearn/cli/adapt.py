@@ -1,0 +1,172 @@
+"""`harnesslearn adapt | demo | report`: test-time adaptation, the main job, the HTML report."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harnesslearn import aio
+from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit
+from harnesslearn.errors import UserError
+from harnesslearn.sandbox.records import Budgets
+from harnesslearn.settings import AdaptSettings
+
+# ---------------------------------------------------------------- adapt / report / demo
+# adapt, demo (E1): test-time adaptation and the demo on the embedded model
+H = AdaptSettings.help
+
+
+def settings_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """One typer option per ``AdaptSettings`` field that names a CLI option (its help, default and option
+    come from the field's metadata, so they are written once, in settings.py); the command receives the
+    ``AdaptSettings`` built from them as ``settings`` (a bad value: one line, exit 2, before anything runs)."""
+    hints = typing.get_type_hints(AdaptSettings)
+    extra = []
+    for f in dataclasses.fields(AdaptSettings):
+        if f.metadata["option"] is None:
+            continue
+        name, typ, default = f.name, hints[f.name], f.default
+        if f.name == "budgets":  # --timeout sets Budgets.timeout_s
+            name, typ, default = "timeout", float, Budgets().timeout_s
+        elif typing.get_origin(typ) is typing.Literal:  # choices are checked by AdaptSettings, naming the option
+            typ = str
+        extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[
+            typ, typer.Option(f.metadata["option"], help=f.metadata["help"])]))
+    own_hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    own = [p.replace(annotation=own_hints[p.name]) for p in sig.parameters.values() if p.name != "settings"]
+
+    @functools.wraps(fn)
+    def command(**kw: Any) -> None:
+        values = {f.name: kw.pop("timeout" if f.name == "budgets" else f.name) for f in dataclasses.fields(AdaptSettings)
+                  if f.metadata["option"] is not None}
+        values["budgets"] = Budgets(timeout_s=values["budgets"])
+        fn(settings=AdaptSettings(**values), **kw)
+
+    params = own + extra
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return command
+
+
+@app.command()
+@settings_options
+def adapt(
+    settings: AdaptSettings,
+    task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
+    solver: Annotated[str, typer.Option("--solver", help="Solver model spec (frozen), e.g. local:gemma-3-270m.")],
+    proposer: Annotated[str, typer.Option("--proposer", help="Proposer model spec (writes the edits).")],
+    solver_base_url: Annotated[list[str] | None, typer.Option(
+        help="Base URL for an openai: solver; repeat it for a pool of servers.")] = None,
+    proposer_base_url: Annotated[str | None, typer.Option(help="Base URL for an openai: proposer.")] = None,
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/adapt-TIME).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
+    harness: Annotated[str | None, typer.Option(
+        "--harness", help="Start from this harness (.py, seed name or zoo:NAME); default: the task's seed.")] = None,
+    executor: ExecutorOpt = "local",
+    as_json: JsonOpt = False,
+) -> None:
+    """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
+
+    from harnesslearn.adapt import adapt as run_adapt
+    from harnesslearn.models import load_model
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.tasks import load_task
+    from harnesslearn.zoo import resolve_harness
+
+    if run_dir is not None and not run_dir.strip():
+        raise UserError("--run-dir must not be empty")
+    if resume and run_dir is None:
+        raise UserError("--resume needs --run-dir (the run directory to continue)")
+    rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, concurrency=settings.concurrency,
+                       warm=False)
+    t = load_task(task)
+    seed_h = resolve_harness(harness, t, settings.seed) if harness else None
+    proposer_m = load_model(proposer, base_url=proposer_base_url)
+
+    async def go() -> dict[str, Any]:
+        try:
+            async with rt:
+                assert rt.solver is not None
+                r = await run_adapt(t, rt.solver, proposer_m, settings, run_dir=run_dir, resume=resume,
+                                    seed_harness=seed_h, executor=rt.executor)
+                return r.to_json()
+        finally:
+            await proposer_m.aclose()
+
+    out = aio.run(go())
+
+    def j(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    human = (
+        f"{out['strategy']}: best harness {out['best_harness_id'][:12]}  score J {j(out['seed_score_J'])} -> "
+        f"{j(out['score_J'])}  test J {j(out['seed_test_J'])} -> {j(out['test_J'])}  "
+        f"({out['valid_proposals']}/{out['proposals']} valid proposals, {out['solver_calls']} solver calls)\n"
+        f"run directory: {out['run_dir']}"
+    )
+    for name, c in (out.get("compare") or {}).items():
+        orc = c.get("oracle")
+        human += (
+            f"\n  {name:<12} test J {j(c['test_J'])}  score J {j(c['score_J'])}  "
+            f"{c['valid_proposals']}/{c['proposals']} valid  {c['solver_calls']} solver calls"
+            + (f"  [oracle best-of-N test J {j(orc['test_J'])}: an upper bound]" if orc else "")
+        )
+    for z in out.get("zoo") or []:
+        human += (f"\n  zoo:{z['name']:<18} score J {j(z['score_J'])}  test J {j(z['test_J'])}"
+                  + ("  (best zoo harness on the score split)" if z["best"] else ""))
+    emit(out, as_json, human)
+
+
+def _verdict(out: dict[str, Any]) -> str:
+    """The demo's last line: whether adaptation raised test J (from the seed's to the selected harness's)."""
+    a, b = out.get("seed_test_J"), out.get("test_J")
+    if a is None or b is None:
+        return f"test J could not be measured (seed {a}, adapted {b})"
+    if b > a:
+        return f"test J rose: {a:.3f} -> {b:.3f} (held-out test split, n={out.get('n_test', '?')})"
+    return f"test J did not rise: {a:.3f} -> {b:.3f} (the seed stayed best or the revision did not transfer)"
+
+
+@app.command()
+def demo(
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="Run directory (default runs/demo-TIME).")] = None,
+    family: Annotated[str | None, typer.Option(
+        "--family", help="Reasoning Gym family (default: the model's demo family, see harnesslearn.demo).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
+    model: Annotated[str, typer.Option(
+        "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
+    as_json: JsonOpt = False,
+) -> None:
+    """The main job on the embedded model (local:gemma-3-270m as solver and proposer), ending in a report."""
+
+    from harnesslearn.demo import run_demo
+
+    if run_dir is not None and not run_dir.strip():
+        raise UserError("--run-dir must not be empty")
+    out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
+    human = (
+        f"demo on rg:{out['family']} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
+        f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"
+    )
+    emit(out, as_json, human)
+
+
+# report (E2): the HTML report of a run directory
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `harnesslearn adapt`.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Write RUN_DIR/report.html (self-contained) and RUN_DIR/plots/*.png; print the path."""
+    from harnesslearn.report import render_report
+
+    r = render_report(run_dir)
+    emit({"report": str(r.path), "plots": [str(p) for p in r.plots]}, as_json, str(r.path))

@@ -1,0 +1,53 @@
+"""The typer application, its sub-applications, the options and output helpers every command shares."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harnesslearn.errors import UserError
+from harnesslearn.sandbox.executors import EXECUTOR_HELP
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Harness learning: revise the program around a frozen solver model from execution feedback.",
+)
+train_app = typer.Typer(no_args_is_help=True, help="Train the proposer: sft-data, sft, grpo.")
+app.add_typer(train_app, name="train")
+memory_app = typer.Typer(no_args_is_help=True, help="The harness memory: harnesses that beat their seed on earlier "
+                                                     "tasks, shown to the proposer of a new one.")
+app.add_typer(memory_app, name="memory")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help=EXECUTOR_HELP)]
+
+
+def write_output(path: str, text: str) -> None:
+    """Write a command's output file atomically; a path that cannot be written is a UserError
+    (one line) and leaves nothing behind."""
+    if not path.strip():
+        raise UserError("the output path is empty")
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory")
+    from harnesslearn.fsutil import atomic_write_text
+
+    try:
+        atomic_write_text(p, text)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
+    """Print a result: one JSON object on stdout, or a human-readable summary."""
+    if as_json:
+        sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    else:
+        sys.stdout.write((human if human is not None else json.dumps(obj, indent=2, default=str)) + "\n")
+    sys.stdout.flush()
