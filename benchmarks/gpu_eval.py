@@ -40,7 +40,7 @@ from typing import Any
 
 from harnesslearn.evaluation import score_records, task_tools
 from harnesslearn.fsutil import atomic_write_text
-from harnesslearn.gpu import GpuSampler, device_name
+from harnesslearn.gpu import GpuSampler, PeriodicSampler, device_name
 from harnesslearn.harness import load_harness
 from harnesslearn.models import load_model
 from harnesslearn.runtime import SolverRuntime
@@ -161,26 +161,16 @@ def metrics_url(solver: Any) -> str | None:
     return base.rstrip("/").removesuffix("/v1") + "/metrics" if isinstance(base, str) else None
 
 
-class EngineSampler:
+class EngineSampler(PeriodicSampler):
     """Reads vLLM's ``vllm:num_requests_running`` and ``..._waiting`` every ``every`` seconds in a thread."""
 
     def __init__(self, url: str | None, every: float) -> None:
-        import threading
-
-        self.url, self.every = url, every
+        super().__init__(every, "engine-sampler")
+        self.url = url
         self.samples: list[tuple[float, float, float]] = []  # (time, running, waiting)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> EngineSampler:
-        if self.url:
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+    def ready(self) -> bool:
+        return self.url is not None
 
     def _run(self) -> None:
         import re
@@ -188,8 +178,9 @@ class EngineSampler:
 
         pat = {k: re.compile(rf"^vllm:num_requests_{k}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", re.M)
                for k in ("running", "waiting")}
-        while not self._stop.wait(self.every):
+        while not self._stop.wait(self.interval):
             try:
+                assert self.url is not None
                 text = urllib.request.urlopen(self.url, timeout=2).read().decode()  # noqa: S310 - our own server
             except OSError:
                 continue

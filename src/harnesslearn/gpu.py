@@ -25,17 +25,45 @@ def device_name() -> str:
     return "cpu"
 
 
-class GpuSampler:
+class PeriodicSampler:
+    """A daemon thread running ``_run`` (a loop on ``self._stop.wait(interval)``) between ``start`` and
+    ``stop``; ``start`` does nothing when ``ready()`` is false (nothing to read here)."""
+
+    def __init__(self, interval: float, name: str) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def ready(self) -> bool:
+        return True
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Any:
+        if self.ready():
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+class GpuSampler(PeriodicSampler):
     """Samples GPU 0's utilisation (%) and memory (MiB). Where neither NVML nor ``nvidia-smi``
     works (no GPU), ``samples`` stays empty and ``source`` says why."""
 
     def __init__(self, interval: float = 1.0, origin: float = 0.0) -> None:
-        self.interval, self.origin = interval, origin
+        super().__init__(interval, "gpu-sampler")
+        self.origin = origin
         self.samples: list[tuple[float, float, float]] = []  # (time - origin, util %, memory MiB)
         self.source = "none"
-        self._stop = threading.Event()
         self._read = self._pick()
-        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+
+    def ready(self) -> bool:
+        return self._read is not None
 
     def _pick(self) -> Callable[[], tuple[float, float]] | None:
         reasons = []
@@ -80,16 +108,6 @@ class GpuSampler:
                 self.source += f" (stopped: {type(e).__name__})"
                 return
             self.samples.append((round(time.time() - self.origin, 3), u, round(m, 1)))
-
-    def start(self) -> GpuSampler:
-        if self._read is not None:
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
     def busy(self, t0: float, t1: float) -> dict[str, Any]:
         """Mean utilisation (as a fraction) and peak memory over samples taken in ``[t0, t1]`` (times on

@@ -51,3 +51,14 @@ def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
     else:
         sys.stdout.write((human if human is not None else json.dumps(obj, indent=2, default=str)) + "\n")
     sys.stdout.flush()
+
+
+def zoo_names(task: Any, only: str | None, seed: int) -> list[str] | None:
+    """The zoo entries ``--only`` names (None: all that apply); an unknown or inapplicable name is a
+    UserError before anything runs."""
+    from harnesslearn import zoo
+
+    names = [x.strip() for x in only.split(",") if x.strip()] if only else None
+    for name in names or []:
+        zoo.build(name, task, seed)
+    return names

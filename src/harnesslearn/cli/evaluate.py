@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit, write_output
+from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit, write_output, zoo_names
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S
 
@@ -182,9 +182,7 @@ def zoo(
     from harnesslearn.tasks import load_task
 
     t = load_task(task)
-    names = [x.strip() for x in only.split(",") if x.strip()] if only else None
-    for name in names or []:
-        zoo_mod.build(name, t, seed)  # unknown or inapplicable names: exit 2 before anything runs
+    names = zoo_names(t, only, seed)  # unknown or inapplicable names: exit 2 before anything runs
     if test not in ("all", "best"):
         raise UserError(f"--test must be all or best, not {test!r}")
     rt = SolverRuntime(solver, base_url=solver_base_url, concurrency=concurrency, warm=False)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import JsonOpt, emit, memory_app, write_output
+from harnesslearn.cli.app import JsonOpt, emit, memory_app, write_output, zoo_names
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S
 
@@ -102,15 +102,12 @@ def memory_add_zoo(
 ) -> None:
     """Evaluate the zoo on a task's score split; store each zoo harness that beats the task's seed."""
 
-    from harnesslearn import zoo as zoo_mod
     from harnesslearn.memory import add_zoo
     from harnesslearn.runtime import SolverRuntime
     from harnesslearn.tasks import load_task
 
     t = load_task(task)
-    names = [x.strip() for x in only.split(",") if x.strip()] if only else None
-    for name in names or []:
-        zoo_mod.build(name, t, seed)  # unknown or inapplicable names: exit 2 before anything runs
+    names = zoo_names(t, only, seed)  # unknown or inapplicable names: exit 2 before anything runs
     mem = _memory(path)
     rt = SolverRuntime(solver, base_url=solver_base_url, concurrency=concurrency, warm=False)
 
