@@ -185,13 +185,13 @@ def adapt_settings(args: argparse.Namespace) -> Any:
 
 
 async def warm_seed(family: str, executor: Any, args: argparse.Namespace) -> None:
-    from harnesslearn.adapt import default_seed_harness
     from harnesslearn.evaluation import evaluate
     from harnesslearn.sandbox.records import Budgets
     from harnesslearn.tasks import load_task
+    from harnesslearn.zoo import default_seed
 
     task = load_task(family if ":" in family else f"rg:{family}")
-    seed_h = default_seed_harness(task)
+    seed_h = default_seed(task)
     budgets = Budgets(timeout_s=args.timeout_s)
     await asyncio.gather(*(evaluate(seed_h, task, split, n, args.seed, executor, budgets, progress=False)
                            for split, n in (("feedback", args.n_feedback), ("score", args.n_score),

@@ -202,11 +202,11 @@ class Driver:
         return {"best_source": None, "best_harness_id": res.best_harness_id, "adapt": res.to_json()}
 
     async def one(self, system: str, task: Any, seed: int) -> dict[str, Any]:
-        from harnesslearn.adapt import default_seed_harness
         from harnesslearn.harness import Harness
         from harnesslearn.stats import bootstrap_ci
+        from harnesslearn.zoo import default_seed
 
-        seed_h = default_seed_harness(task)
+        seed_h = default_seed(task)
         ctx = self.context(system, task, seed)
         row: dict[str, Any] = {"task": task.spec, "seed": seed, "system": system,
                                "proposer_budget": self.args.proposer_calls}

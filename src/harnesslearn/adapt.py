@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.evaluation import Evaluation, evaluate, improves
 from harnesslearn.formats import PromptContext, ProposerFormat, resolve
-from harnesslearn.harness import Harness, load_harness
+from harnesslearn.harness import Harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
 from harnesslearn.proposer import Attempt, candidate_seed
 from harnesslearn.rounds import Candidate, ProposalFailed, best_of, revise, select
@@ -55,6 +55,7 @@ from harnesslearn.settings import AdaptSettings
 from harnesslearn.store import DB_NAME, Store
 from harnesslearn.tasks.base import FileTask, Task
 from harnesslearn.taxonomy import classify_result
+from harnesslearn.zoo import default_seed
 
 if TYPE_CHECKING:
     from harnesslearn.memory import Entry, Memory
@@ -428,10 +429,6 @@ async def _remember(mem: Memory, loop: Loop, seed_h: Harness, best: Harness, sol
     return mem.add(entry)[0]
 
 
-def default_seed_harness(task: Task) -> Harness:
-    return load_harness("qa_minimal" if "search" in task.tools else "minimal")
-
-
 async def adapt(
     task: Task,
     solver: ModelBackend,
@@ -462,7 +459,7 @@ async def adapt(
     rd = _run_dir(run_dir, resume)
     if resume and not (rd / DB_NAME).exists():
         _log(f"[adapt] nothing to resume in {rd}: starting a new run")
-    seed_h = seed_harness or default_seed_harness(task)
+    seed_h = seed_harness or default_seed(task)
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
     mem, shown = _open_memory(task, s)

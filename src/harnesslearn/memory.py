@@ -231,10 +231,9 @@ async def add_zoo(mem: Memory, task: Any, executor: Any, *, solver: str, n_score
     harness that strictly beats the seed there and passes the quality screen. Returns what happened."""
     from harnesslearn import zoo
     from harnesslearn.evaluation import evaluate, improves
-    from harnesslearn.harness import load_harness
     from harnesslearn.training.screen import screen
 
-    seed_h = load_harness("qa_minimal" if zoo.is_qa(task) else "minimal")
+    seed_h = zoo.default_seed(task)
     fb = await evaluate(seed_h, task, "feedback", 3, seed, executor, budgets=budgets, progress=False)
     questions = [p.question for p in fb.problems]
     seed_J = (await evaluate(seed_h, task, "score", n_score, seed, executor, budgets=budgets, progress=False)).J

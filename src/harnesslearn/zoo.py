@@ -110,6 +110,12 @@ def build(name: str, task: Task, seed: int = 0) -> Harness:
     return Harness(src, name=f"{PREFIX}{name}")
 
 
+def default_seed(task: Task) -> Harness:
+    """The seed a task's adaptation starts from: the minimal retrieve-then-answer seed for question answering
+    (tasks with the search tool), else the minimal one-call seed."""
+    return load_harness("qa_minimal" if is_qa(task) else "minimal")
+
+
 def resolve_harness(ref: str, task: Any = None, seed: int = 0, *, check: bool = True) -> Harness:
     """Every way to name a harness, in one place: ``zoo:NAME`` (a zoo harness built for ``task``),
     ``style:NAME`` (a training seed style), a shipped seed name, or a ``.py`` file (``harness.load_harness``;
@@ -184,8 +190,8 @@ async def evaluate_zoo(
     chosen = only or names(task)
     harnesses = [(n, build(n, task, seed)) for n in chosen]
     if include_seed:
-        seed_name = "qa_minimal" if is_qa(task) else "minimal"
-        harnesses.insert(0, (f"seed:{seed_name}", load_harness(seed_name)))
+        seed_h = default_seed(task)
+        harnesses.insert(0, (f"seed:{seed_h.name}", seed_h))
     rows: list[ZooRow] = []
     for name, h in harnesses:
         ev = await evaluate(h, task, "score", n_score, seed, executor, budgets=budgets, progress=progress)
