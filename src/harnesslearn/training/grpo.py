@@ -15,7 +15,7 @@ one epoch is ``contexts_per_epoch`` contexts. Logged per generation batch throug
 ``report_to`` as ``reward_parts/{reward,J,parse_rate,produce_rate,completion_rate,none_rate}``, written
 to the run store's ``rewards`` table and to the rollout export (``rollouts.py``).
 
-Instrumentation (``GRPOHooks``, the public extension point; experiments/h200_grpo.py uses it):
+Instrumentation (``GRPOHooks``, the public extension point; the transfer recipe uses it for its deadline):
 ``on_start`` receives a ``GRPORun`` (the trainer, for callbacks; the solver backend in use; the
 rollout sink with the reward parts; the sandbox isolation in use) before training starts, and
 ``on_phase_start``/``on_phase_end`` bracket two phases of each update: ``reward`` (the execution
@@ -291,7 +291,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
 
     After every update the compact state (``grpo_state.py``) is saved under ``OUTPUT_DIR/state``;
     ``resume: true`` continues from it (the next contexts of the plan, the saved adapter).
-    ``hooks`` (optional) observe the run (see ``GRPOHooks``; experiments/h200_grpo.py)."""
+    ``hooks`` (optional) observe the run (see ``GRPOHooks``)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
