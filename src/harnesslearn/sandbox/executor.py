@@ -45,6 +45,7 @@ from harnesslearn.sandbox.launcher import (
     find_bwrap,
     find_python,
     kill_uid,
+    kill_uids,
     start_worker,
 )
 from harnesslearn.sandbox.records import Budgets, RunRecord, Status, Tools
@@ -295,9 +296,10 @@ class Executor:
 
     async def _recycle(self, slot: _Slot, used: Worker | None, spawn: bool) -> Worker | None:
         if used is not None:
-            await used.kill()
-            if slot.tool_uid is not None:
-                await asyncio.to_thread(kill_uid, slot.tool_uid)
+            await used.kill(sweep=False)
+            uids = tuple(u for u in (used.uid, slot.tool_uid) if u is not None)
+            if uids:  # the run's uid and the slot's python-tool uid, in one walk of /proc
+                await asyncio.to_thread(kill_uids, uids)
         if not spawn:
             return None
         assert self.spec is not None
@@ -587,9 +589,7 @@ class Executor:
             except (ConnectionError, OSError):
                 frame = None
             finally:
-                await w.kill()
-                if slot.tool_uid is not None:
-                    await asyncio.to_thread(kill_uid, slot.tool_uid)
+                await w.kill()  # sweeps the tool worker's uid (slot.tool_uid) until nothing of it is left
         if frame and frame.get("type") == "result" and type(frame.get("answer")) is str:
             return str(frame["answer"])[: cfg.python_tool_output_chars]
         return f"Error: the code {_ended_how(w.exit_signal())} without finishing"

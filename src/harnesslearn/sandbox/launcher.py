@@ -262,23 +262,34 @@ def _uid_and_zombie(pid: str) -> tuple[int, bool] | None:
 
 def processes_of_uid(uid: int) -> list[int]:
     """Pids of live (non-zombie) processes whose real uid is ``uid`` (walks /proc)."""
+    return processes_of_uids((uid,))
+
+
+def processes_of_uids(uids: tuple[int, ...]) -> list[int]:
+    """Pids of live (non-zombie) processes whose real uid is one of ``uids``: one walk of /proc."""
     out = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             got = _uid_and_zombie(name)
-            if got is not None and got[0] == uid and not got[1]:
+            if got is not None and got[0] in uids and not got[1]:
                 out.append(int(name))
     return out
 
 
 def kill_uid(uid: int, rounds: int = 50) -> bool:
-    """SIGKILL every process whose real uid is ``uid`` until none is left; True when none is.
+    """SIGKILL every process whose real uid is ``uid`` until none is left; True when none is (``kill_uids``)."""
+    return kill_uids((uid,), rounds)
+
+
+def kill_uids(uids: tuple[int, ...], rounds: int = 50) -> bool:
+    """SIGKILL every process whose real uid is one of ``uids`` until none is left; True when none is.
+    One walk of /proc a round serves all the uids (a slot's worker and python-tool uid are swept together).
 
     Race-free against pid reuse: each pid is pinned with a pidfd before its uid is checked.
-    Only meaningful as root, for a uid used by nothing else (the slot uids). A fork bomb cannot
-    outrun it for long because RLIMIT_NPROC caps the uid's processes. Blocking (reads /proc)."""
+    Only meaningful as root, for uids used by nothing else (the slot uids). A fork bomb cannot
+    outrun it for long because RLIMIT_NPROC caps each uid's processes. Blocking (reads /proc)."""
     for _ in range(rounds):
-        pids = processes_of_uid(uid)
+        pids = processes_of_uids(uids)
         if not pids:
             return True
         for pid in pids:
@@ -287,24 +298,19 @@ def kill_uid(uid: int, rounds: int = 50) -> bool:
             except OSError:
                 continue
             try:
-                if pid in processes_of_uid_subset(uid, [pid]):
+                if _live_of(pid, uids):
                     signal.pidfd_send_signal(fd, signal.SIGKILL)
             except OSError:
                 pass
             finally:
                 os.close(fd)
         time.sleep(0.001)
-    return not processes_of_uid(uid)
+    return not processes_of_uids(uids)
 
 
-def processes_of_uid_subset(uid: int, pids: list[int]) -> list[int]:
-    """Those of ``pids`` that are live processes of ``uid``."""
-    out = []
-    for pid in pids:
-        got = _uid_and_zombie(str(pid))
-        if got is not None and got[0] == uid and not got[1]:
-            out.append(pid)
-    return out
+def _live_of(pid: int, uids: tuple[int, ...]) -> bool:
+    got = _uid_and_zombie(str(pid))
+    return got is not None and got[0] in uids and not got[1]
 
 
 @dataclass
@@ -350,8 +356,9 @@ class Worker:
             raise ProtocolError("frame without the run's nonce")
         return obj
 
-    async def kill(self) -> None:
-        """Kill the worker and everything it started; wait for it; close the channel.
+    async def kill(self, sweep: bool = True) -> None:
+        """Kill the worker and everything it started; wait for it; close the channel. ``sweep=False``: the
+        caller sweeps the worker's uid itself (together with another uid, in one walk of /proc).
 
         The launcher's children (bwrap's pid-namespace init, or the worker's own children) die
         first so that the launcher reaps them and exits by itself: killing the launcher first
@@ -367,7 +374,7 @@ class Worker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.proc.wait(), 0.5)
         self.send_signal(signal.SIGKILL)
-        if self.uid is not None:
+        if self.uid is not None and sweep:
             await asyncio.to_thread(kill_uid, self.uid)
         await self.proc.wait()
         if self.pidfd is not None:
