@@ -139,6 +139,19 @@ def test_retrieval_never_shows_the_same_task_and_leaves_out_an_entry_holding_a_g
         assert mem.retrieve("rg:gcd", "anything", k=0) == []
 
 
+def test_retrieval_with_no_indexable_word_yields_no_candidates_instead_of_failing(tmp_path: Path) -> None:
+    """Entries whose description and examples hold no indexable word (empty, only stopwords, only
+    punctuation), and queries without one, match nothing: before, bm25s raised ValueError and every
+    adapt with the memory on failed."""
+    with Memory.open(tmp_path / "m.sqlite") as mem:
+        mem.add([entry(task="rg:a", description="", examples=()), entry(task="rg:b", description="the a of", examples=()),
+                 entry(task="rg:c", description="!!! ???", examples=("...",))])
+        assert mem.retrieve("rg:gcd", "Find the least common multiple of these numbers", k=2) == []
+        mem.add([entry(task="rg:lcm", description="Find the least common multiple of numbers")])
+        assert [e.task for e in mem.retrieve("rg:gcd", "the least common multiple", k=2)] == ["rg:lcm"]
+        assert mem.retrieve("rg:gcd", "?!", k=2) == [] and mem.retrieve("rg:gcd", "", k=2) == []
+
+
 def _task(description: str = "Sort the given words in ascending ASCII order.") -> object:
     class T:
         spec = "rg:word_sorting"

@@ -195,10 +195,17 @@ class Memory:
         import bm25s
 
         corpus = [f"{e.description}\n" + "\n".join(e.examples) for e in cands]
+        # an entry (or a query) with no indexable word (empty, stopwords or punctuation only) matches
+        # nothing; bm25s itself refuses a corpus without a word (ValueError)
+        words = bm25s.tokenize(corpus, show_progress=False)
+        keep = [i for i, ids in enumerate(words.ids) if len(ids)]
+        query = bm25s.tokenize([text], show_progress=False)
+        if not keep or not len(query.ids[0]):
+            return []
+        cands, corpus = [cands[i] for i in keep], [corpus[i] for i in keep]
         retriever = bm25s.BM25()
         retriever.index(bm25s.tokenize(corpus, show_progress=False), show_progress=False)
-        docs, scores = retriever.retrieve(bm25s.tokenize([text], show_progress=False), k=min(k, len(cands)),
-                                          show_progress=False)
+        docs, scores = retriever.retrieve(query, k=min(k, len(cands)), show_progress=False)
         order = [int(i) for i in docs[0]]
         return [cands[i] for i in order]
 
