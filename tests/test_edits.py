@@ -130,6 +130,16 @@ def test_a_noop_edit_is_not_a_revision():
     assert apply_proposal(SRC, block("    return x.strip()", "    return x.strip()  # same")).valid
 
 
+def test_an_edit_of_trailing_whitespace_only_is_no_change():
+    """Issue 33 item 11: trailing spaces or tabs added or removed change nothing a harness does."""
+    r = apply_proposal(SRC, block("    return x.strip()", "    return x.strip()   \t"))
+    assert r.reason == Reason.NO_CHANGE and "trailing whitespace" in (r.detail or "")
+    spaced = SRC.replace("    return helper(completion)", "    return helper(completion)  ")
+    assert apply_proposal(spaced, block("    return helper(completion)  ", "    return helper(completion)")).reason == (
+        Reason.NO_CHANGE)
+    assert apply_proposal(SRC, block("    return x.strip()", "    return x.strip( )")).valid  # a real change stays valid
+
+
 def test_one_block_over_the_whole_file_is_a_rewrite():
     new = "import re\n\ndef solve(model, question):\n    return re.sub('a', '', question)\n"
     r = apply_proposal(SRC, block(SRC.rstrip("\n"), new.rstrip("\n")))

@@ -13,7 +13,7 @@ Application is all-or-nothing. Every SEARCH is matched against the *current* sou
 lines (a match starts at a line start and ends at a line end) and must match exactly once;
 matched spans must not overlap; then all replacements are made at once. The result must
 compile and define a top-level ``solve(model, question)``, and it must differ from the source in
-more than blank lines (a no-op is not a revision: ``no_change``). Any failure makes the whole
+more than blank lines and trailing whitespace (a no-op is not a revision: ``no_change``). Any failure makes the whole
 proposal invalid with a reason from :class:`Reason` -- a block that does not match is never
 skipped silently. One block whose SEARCH is the whole source is a whole-file rewrite (``kind``).
 """
@@ -42,7 +42,7 @@ class Reason(StrEnum):
     MISSING_SOLVE = "missing_solve"
     BAD_SOLVE_SIGNATURE = "bad_solve_signature"
     TOO_LARGE = "too_large"  # the revised harness is over harness.MAX_SOURCE_BYTES
-    NO_CHANGE = "no_change"  # the edits leave the harness as it was (REPLACE = SEARCH, or blank lines only)
+    NO_CHANGE = "no_change"  # the edits leave the harness as it was (REPLACE = SEARCH, or blank lines / trailing whitespace only)
 
 
 @dataclass(frozen=True)
@@ -172,12 +172,14 @@ def apply_proposal(source: str, text: str) -> EditResult:
     if problem is not None:
         return _invalid(Reason(problem), f"the revised harness: {problem.replace('_', ' ')}", True, n)
     if _content(new) == _content(normalise(source)):
-        return EditResult(False, Reason.NO_CHANGE, "the edits leave the harness unchanged (blank lines aside)",
+        return EditResult(False, Reason.NO_CHANGE, "the edits leave the harness unchanged (blank lines and trailing whitespace aside)",
                           True, True, n, None, None)
     whole = n == 1 and parsed.blocks[0].search.strip("\n") == normalise(source).strip("\n")
     return EditResult(True, None, None, True, True, n, new, harness_id(new), "rewrite" if whole else "blocks")
 
 
 def _content(source: str) -> list[str]:
-    """The source's non-blank lines: two sources with the same are the same harness."""
-    return [line for line in source.split("\n") if line.strip()]
+    """The source's non-blank lines without trailing whitespace: two sources with the same are the same
+    harness (only a multi-line string literal could tell trailing spaces apart; a proposal that changes
+    nothing else is not a revision)."""
+    return [line.rstrip() for line in source.split("\n") if line.strip()]
