@@ -273,18 +273,10 @@ def _slug(spec: str) -> str:
 
 
 def hl_validity(a: dict[str, Any]) -> dict[str, Any]:
-    """harnesslearn's proposals: valid under the strict edit rules; of those, how many produced
-    the parent itself (an edit whose REPLACE equals its SEARCH is valid and changes nothing)."""
-    from harnesslearn.store import DB_NAME, Store
-
+    """harnesslearn's proposals: valid under the strict edit rules (an edit that leaves the parent as it
+    was is invalid, ``no_change``, so no valid proposal can reproduce its parent), with the invalid reasons."""
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(a["invalid_reasons"].items()))
-    note = f"invalid: {reasons}" if reasons else ""
-    if (Path(a["run_dir"]) / DB_NAME).exists():
-        with Store.open(a["run_dir"], create=False) as st:
-            same = sum(p.valid and p.harness_id == p.parent_id for p in st.proposals(a["strategy"]))
-        if same:
-            note = (note + "; " if note else "") + f"{same} valid but identical to the parent"
-    return {"proposals": a["proposals"], "valid": a["valid_proposals"], "note": note}
+    return {"proposals": a["proposals"], "valid": a["valid_proposals"], "note": f"invalid: {reasons}" if reasons else ""}
 
 
 def validity(system: str, out: dict[str, Any], ctx: Any, seed_id: str) -> dict[str, Any]:
