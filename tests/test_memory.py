@@ -75,6 +75,46 @@ def test_the_cli_lists_shows_exports_imports_and_removes(tmp_path: Path) -> None
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("change, says", [
+    ({"score_J": float("inf")}, "'score_J' must be a J"),
+    ({"seed_J": float("nan")}, "'seed_J' must be a J"),
+    ({"score_J": 7.0}, "'score_J' must be a J"),
+    ({"score_J": True}, "'score_J' must be a J"),
+    ({"examples": "GCD of 1 and 2?"}, "'examples' must be a list of strings"),
+    ({"examples": [1, 2]}, "'examples' must be a list of strings"),
+    ({"source": None}, "'source' must be a string"),
+    ({"source": 42}, "'source' must be a string"),
+    ({"source": "def solve(model):\n    return 1\n"}, "not a valid harness: bad solve signature"),
+    ({"source": "def solve(model, question):\n    return (\n"}, "not a valid harness: syntax error"),
+    ({"source": "# x\n" * 400_000 + LOOP}, "not a valid harness: too large"),
+    ({"note": ["a"]}, "'note' must be a string"),
+])
+def test_memory_import_refuses_what_is_not_an_entry_with_its_line_and_writes_nothing(
+        tmp_path: Path, change: dict, says: str) -> None:
+    """Issue 33 item 6: non-finite or out-of-range scores, examples that are not a list of strings, a null or
+    non-string source, a source that fails the harness check or the size limit: one line naming the input
+    line, exit 2, the memory unchanged."""
+    good = entry(task="rg:lcm").to_json()
+    bad = {**entry(task="rg:maze").to_json(), **change}
+    text = json.dumps(good) + "\n" + json.dumps(bad) + "\n"  # Python's json writes NaN/Infinity as tokens
+    with Memory.open(tmp_path / "m.sqlite") as mem:
+        with pytest.raises(UserError, match="line 2") as e:
+            import_jsonl(mem, text, "in.jsonl")
+        assert says in str(e.value)
+        assert mem.entries() == []  # the good line before it was not written either
+    r = cli("memory", "import", "-", "--json", env={"HARNESSLEARN_MEMORY": str(tmp_path / "m.sqlite")}, stdin=text)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr
+
+
+def test_json_output_never_holds_nan_or_infinity() -> None:
+    """Issue 34 item 2 (in part): every command's --json goes through emit, which writes non-finite floats as null."""
+    from harnesslearn.cli.app import finite
+
+    out = json.dumps(finite({"J": float("nan"), "ci": [0.1, float("inf")], "rows": [{"x": -float("inf")}]}),
+                     allow_nan=False)
+    assert json.loads(out) == {"J": None, "ci": [0.1, None], "rows": [{"x": None}]}
+
+
 def test_a_damaged_memory_file_is_reported_and_left_as_it_is(tmp_path: Path) -> None:
     f = tmp_path / "m.sqlite"
     f.write_bytes(b"not a database at all" * 100)

@@ -226,10 +226,40 @@ def import_jsonl(mem: Memory, text: str, name: str = "input") -> list[str]:
     entries = []
     for lineno, row in json_lines(name, text.splitlines()):
         try:
+            check_row(row)
             entries.append(Entry.from_json(row))
         except UserError as e:
             raise UserError(f"{name}: line {lineno}: {e}") from None
     return mem.add(entries)
+
+
+def check_row(row: Any) -> None:
+    """UserError when an imported row is not an entry: fields of the wrong type (a null or non-string source,
+    ``examples`` that are not a list of strings), a score that is not a finite J in [0, 1], or a source that
+    is not a valid harness (too large, no ``solve(model, question)``, a syntax error)."""
+    import math
+
+    from harnesslearn.harness import check_source
+
+    if not isinstance(row, dict):
+        raise UserError("not a memory entry (expected a JSON object)")
+    for key in ("task", "description", "source"):
+        if not isinstance(row.get(key), str):
+            raise UserError(f"not a memory entry ({key!r} must be a string)")
+    for key in ("solver", "note", "origin", "date"):
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise UserError(f"not a memory entry ({key!r} must be a string)")
+    examples = row.get("examples")
+    if examples is not None and not (isinstance(examples, list) and all(isinstance(x, str) for x in examples)):
+        raise UserError("not a memory entry ('examples' must be a list of strings)")
+    for key in ("score_J", "seed_J"):
+        v = row.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+                              or not 0.0 <= v <= 1.0):
+            raise UserError(f"not a memory entry ({key!r} must be a J between 0 and 1 or null, not {v!r})")
+    problem = check_source(row["source"])
+    if problem is not None:
+        raise UserError(f"not a memory entry (its source is not a valid harness: {problem.replace('_', ' ')})")
 
 
 async def add_zoo(mem: Memory, task: Any, executor: Any, *, solver: str, n_score: int = 8, seed: int = 0,

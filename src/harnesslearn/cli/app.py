@@ -44,10 +44,25 @@ def write_output(path: str, text: str) -> None:
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+def finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, an empty interval's bound, infinity) as None: JSON has no
+    NaN or Infinity, and a reader must never meet them."""
+    import math
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
-    """Print a result: one JSON object on stdout, or a human-readable summary."""
+    """Print a result: one JSON object on stdout (never NaN or Infinity: those are null), or a human-readable
+    summary."""
     if as_json:
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json.dumps(finite(obj), ensure_ascii=False, default=str, allow_nan=False) + "\n")
     else:
         sys.stdout.write((human if human is not None else json.dumps(obj, indent=2, default=str)) + "\n")
     sys.stdout.flush()
