@@ -180,6 +180,7 @@ def render_history(history: Sequence[Attempt]) -> str:
 
 CAP_MEMORY_SOURCE = 4000
 CAP_MEMORY_TASK = 300
+CAP_MEMORY_NOTE = 200
 
 
 def render_memory(entries: Sequence[Any]) -> str:
@@ -187,7 +188,7 @@ def render_memory(entries: Sequence[Any]) -> str:
     if not entries:
         return ""
     items = "".join(Template(template("memory_entry")).substitute(
-        i=i + 1, task=cap(" ".join(e.description.split()), CAP_MEMORY_TASK), note=e.note or "(no note)",
+        i=i + 1, task=cap(" ".join(e.description.split()), CAP_MEMORY_TASK), note=cap(" ".join(e.note.split()), CAP_MEMORY_NOTE) or "(no note)",
         seed_J=_fmt_j(e.seed_J), score_J=_fmt_j(e.score_J), source=cap(e.source.rstrip("\n"), CAP_MEMORY_SOURCE))
         for i, e in enumerate(entries))
     return Template(template("memory")).substitute(entries=items)

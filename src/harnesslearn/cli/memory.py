@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -23,9 +24,19 @@ def _memory(path: str | None) -> Any:
     return Memory.open(path)
 
 
+def printable(text: str) -> str:
+    """``text`` safe for a terminal line: control characters (NUL, newlines, ANSI escapes), bidi overrides
+    and other format characters are written as escapes, so an entry cannot move the cursor, recolour the
+    screen or reorder what is shown."""
+    import unicodedata
+
+    return "".join(ch if ch.isprintable() and unicodedata.category(ch) != "Cf" else ch.encode("unicode_escape").decode()
+                   for ch in text)
+
+
 def _entry_line(e: Any) -> str:
     gain = "n/a" if e.gain is None else f"{e.gain:+.3f}"
-    return f"{e.id}  {e.task:<28} gain {gain:<7} {e.origin:<22} {e.note[:60]}"
+    return printable(f"{e.id}  {e.task:<28} gain {gain:<7} {e.origin:<22} {e.note[:60]}")
 
 
 @memory_app.command("list")
@@ -82,7 +93,8 @@ def memory_import(file: Annotated[str, typer.Argument(help="A JSONL file written
     text = sys.stdin.read() if file == "-" else read_user_file(file, "memory export")
     with _memory(path) as mem:
         ids = import_jsonl(mem, text, file)
-    emit({"imported": ids, "memory": str(path or "")}, as_json, f"imported {len(ids)} entries")
+        where = str(Path(mem.path).resolve())
+    emit({"imported": ids, "memory": where}, as_json, f"imported {len(ids)} entries into {where}")
 
 
 @memory_app.command("add-zoo")
