@@ -384,26 +384,15 @@ def _fit_splits(task: Task, s: AdaptSettings) -> AdaptSettings:
 def _open_memory(task: Task, s: AdaptSettings) -> tuple[Memory | None, list[Entry]]:
     """The harness memory (None when off) and the entries this task's prompts show: the ``memory_k``
     most similar entries of OTHER tasks, none holding a gold answer of this task's splits."""
-    from harnesslearn.memory import Memory, default_path
+    from harnesslearn.memory import Memory, default_path, shown_for
 
     if not s.memory or (s.memory_path is None and default_path() is None):
         return None, []
     mem = Memory.open(s.memory_path)
-    examples = [p.question for p in task.problems("feedback", 3, s.seed)]
-    gold = [a for split, n in (("feedback", s.n_feedback), ("score", s.n_score), ("test", s.n_test))
-            for p in task.problems(split, n, s.seed) for a in _answers(p.answer)]
-    shown = mem.retrieve(task.spec, "\n".join([task.description, *examples]), s.memory_k, gold=gold)
+    shown = shown_for(mem, task, s.seed, (s.n_feedback, s.n_score, s.n_test), s.memory_k)
     if shown:
         _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
     return mem, shown
-
-
-def _answers(answer: Any) -> list[str]:
-    if answer is None:
-        return []
-    if isinstance(answer, list | tuple | set):
-        return [str(a) for a in answer]
-    return [str(answer)]
 
 
 async def _remember(mem: Memory, loop: Loop, seed_h: Harness, best: Harness, solver: str) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from harnesslearn.adapt import adapt
 from harnesslearn.errors import UserError
+from harnesslearn.memory import SHIPPED
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.settings import AdaptSettings
 
@@ -38,7 +39,7 @@ QWEN_SETTINGS = AdaptSettings(
     strategy="sequential", rounds=1, candidates=3, seed=0, n_feedback=3, n_score=6, n_test=12, max_tokens=768,
     temperature=0.8, budgets=Budgets(timeout_s=120.0, max_calls=4, max_tokens=4096), concurrency=2,
 )
-SHIPPED_MEMORY = Path(__file__).resolve().parent / "seeds" / "memory" / "paper_train.jsonl"
+SHIPPED_MEMORY = SHIPPED  # the paper-train memory the Qwen demo shows (memory.SHIPPED)
 MEMORY_MODELS = ("local:qwen2.5-coder-1.5b-instruct", "local:qwen2.5-coder-0.5b-instruct")
 DEMO_SOLVER = "local:gemma-3-270m"
 PROFILES: dict[str, tuple[str, AdaptSettings]] = {  # model -> (default family, settings)
@@ -65,11 +66,11 @@ def _report(run_dir: Path) -> str | None:
 
 def _shipped_memory(folder: Path) -> Path:
     """A memory file in ``folder`` holding the shipped paper-train entries."""
-    from harnesslearn.memory import Memory, import_jsonl
+    from harnesslearn.memory import Memory, load_shipped
 
     path = folder / "memory.sqlite"
     with Memory.open(path) as mem:
-        n = len(import_jsonl(mem, SHIPPED_MEMORY.read_text(), SHIPPED_MEMORY.name))
+        n = load_shipped(mem)
     sys.stderr.write(f"[demo] memory: the {n} harnesses shipped with harnesslearn (paper-train families); "
                      "your own memory is not used or changed\n")
     return path

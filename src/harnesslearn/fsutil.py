@@ -47,6 +47,20 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None 
     atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
+def finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, an empty interval's bound, infinity) as None, at any depth:
+    JSON has no NaN or Infinity, and a reader must never meet them."""
+    import math
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def json_lines(name: str, lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL text; a line that is not a JSON object
     (malformed, nested too deeply to parse, or another JSON value) is a one-line UserError naming it."""

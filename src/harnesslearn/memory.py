@@ -210,6 +210,33 @@ class Memory:
         return [cands[i] for i in order]
 
 
+SHIPPED = Path(__file__).resolve().parent / "seeds" / "memory" / "paper_train.jsonl"  # built from paper-train only
+
+
+def load_shipped(mem: Memory) -> int:
+    """Add the memory shipped with the package (``SHIPPED``) to ``mem``; how many entries it holds."""
+    return len(import_jsonl(mem, SHIPPED.read_text(encoding="utf-8"), SHIPPED.name))
+
+
+def answers(answer: Any) -> list[str]:
+    """A problem's gold answer as strings (a list of aliases stays a list)."""
+    if answer is None:
+        return []
+    if isinstance(answer, list | tuple | set):
+        return [str(a) for a in answer]
+    return [str(answer)]
+
+
+def shown_for(mem: Memory, task: Any, seed: int, sizes: Sequence[int], k: int) -> list[Entry]:
+    """The ``k`` entries a task's proposer is shown: the most similar of OTHER tasks to its description and
+    first feedback questions, none holding a gold answer of its feedback, score and test splits (``sizes``:
+    the number of problems of each, in that order)."""
+    examples = [p.question for p in task.problems("feedback", 3, seed)]
+    gold = [a for split, n in zip(("feedback", "score", "test"), sizes, strict=True)
+            for p in task.problems(split, n, seed) for a in answers(p.answer)]
+    return mem.retrieve(task.spec, "\n".join([task.description, *examples]), k, gold=gold)
+
+
 def _leaks(e: Entry, gold: Sequence[str]) -> bool:
     hay = "\n".join([e.source, e.note, e.description, *e.examples])
     return any(len(g) >= MIN_LEAK_CHARS and g in hay for g in gold)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn.errors import UserError
+from harnesslearn.fsutil import finite
 from harnesslearn.sandbox.executors import EXECUTOR_HELP
 
 app = typer.Typer(
@@ -42,20 +43,6 @@ def write_output(path: str, text: str) -> None:
         atomic_write_text(p, text)
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
-
-
-def finite(obj: Any) -> Any:
-    """``obj`` with every non-finite float (NaN, an empty interval's bound, infinity) as None: JSON has no
-    NaN or Infinity, and a reader must never meet them."""
-    import math
-
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:

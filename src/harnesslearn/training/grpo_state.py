@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.fsutil import atomic_write_text
+from harnesslearn.fsutil import atomic_write_text, finite
 
 # the settings a resumed run must share with the run it continues (anything else may change)
 FIXED = ("model", "lora_r", "lora_alpha", "target_modules", "learning_rate", "num_generations",
@@ -98,14 +98,8 @@ class GRPOState:
 
     def append(self, record: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
         with self.log.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(clean, default=str) + "\n")
-
-    def records(self) -> list[dict[str, Any]]:
-        if not self.log.is_file():
-            return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines() if line.strip()]
+            f.write(json.dumps(finite(record), default=str, allow_nan=False) + "\n")
 
 
 def _norm(v: Any) -> Any:
@@ -128,9 +122,10 @@ def recorder(saved: GRPOState, model: Any, clock: Any, sink: Any, *, step0: int,
     its ``RolloutSink``, whose last entry holds the update's reward parts; ``positions``: the stream
     position of each row of the training dataset, in order)."""
 
+    from transformers import TrainerCallback
+
     def consumed(steps: int) -> int:  # stream positions used up after ``steps`` updates of this process
         return positions[steps * contexts_per_update - 1] + 1
-    from transformers import TrainerCallback
 
     def cuda() -> Any:
         try:

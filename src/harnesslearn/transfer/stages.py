@@ -254,14 +254,12 @@ def merge(model_dir: str, adapter: Path, dst: Path) -> str:
 def shipped_memory(work: Path) -> Any:
     """The harness memory shipped with the package (built from paper-train families only), in a file of
     this run's own: the eval's memory arms never read or write the user's memory."""
-    from importlib import resources
-
-    from harnesslearn.memory import Memory, import_jsonl
+    from harnesslearn.memory import Memory, load_shipped
 
     path = work / "memory.sqlite"
     path.unlink(missing_ok=True)
     mem = Memory.open(path)
-    import_jsonl(mem, (resources.files("harnesslearn") / "seeds" / "memory" / "paper_train.jsonl").read_text("utf-8"))
+    load_shipped(mem)
     return mem
 
 
@@ -323,10 +321,9 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
 
         def recall(task: Any) -> list[Any]:
             """The shipped memory's entries for ``task`` (other tasks only, no gold answer of its splits)."""
-            gold = [str(p.answer) for sp, n in (("feedback", s.n_feedback), ("score", s.n_score_eval),
-                                                ("test", s.n_test_eval)) for p in task.problems(sp, n, s.eval_seed)]
-            examples = [p.question for p in task.problems("feedback", 3, s.eval_seed)]
-            return memory.retrieve(task.spec, "\n".join([task.description, *examples]), s.memory_k, gold=gold)
+            from harnesslearn.memory import shown_for
+
+            return shown_for(memory, task, s.eval_seed, (s.n_feedback, s.n_score_eval, s.n_test_eval), s.memory_k)
 
         def scores(ev: Any) -> list[float]:
             return [p.score for p in ev.problems if p.score is not None]
