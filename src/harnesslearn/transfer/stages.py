@@ -160,7 +160,8 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 
             n = await run_until(todo, t0 + s.minutes_sftdata * 60, one, done, concurrency=s.contexts_in_flight,
                                 label="sftdata")
-    contexts = len(read_jsonl(log))
+    recorded = {(j["family"], j["seed"]) for j in read_jsonl(log)}
+    contexts = sum(j in recorded for j in jobs)  # of this plan (a log of a larger plan may hold more)
     summary = summarise_rows(kept, counts, contexts)
     summary.update(seconds=round(time.time() - t0, 1), n_score=s.n_score_sft, self_samples=s.self_samples,
                    families=list(s.families_train), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict(),
@@ -296,8 +297,9 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     t0 = time.time()
     seed_h = load_harness("minimal")
     b = budgets(s)
+    needed = {a.removesuffix("_mem") for a in s.arms}  # an X_mem arm needs X's adapter too
     lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
-                            if a in s.arms and adapter_dir(ret, a).is_dir()}
+                            if a in needed and adapter_dir(ret, a).is_dir()}
     rows_path = ret / "eval_rows.jsonl"
     have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
     async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
