@@ -17,4 +17,5 @@ SOLVER='openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true'
   echo "touch $D/jobs.done"
 } > "$D/jobs.run"
 setsid nohup bash "$D/jobs.run" >> "$D/jobs.log" 2>&1 < /dev/null &
+setsid nohup bash "$D/jobs-src/experiments/device/sample.sh" 10 >/dev/null 2>&1 < /dev/null &
 echo "started $# job(s) (pid $!); log $D/jobs.log"

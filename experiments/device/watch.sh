@@ -17,6 +17,7 @@ pack() {
     done
   done
   cp /tmp/dev/jobs.log "$OUT/.jobs.log" 2>/dev/null && mv "$OUT/.jobs.log" "$OUT/jobs.log"
+  cp /tmp/dev/metrics.log "$OUT/.metrics.log" 2>/dev/null && mv "$OUT/.metrics.log" "$OUT/metrics.log"
 }
 next=$((SECONDS + EVERY))
 while [ $SECONDS -lt $end ] && [ ! -f /tmp/dev/jobs.done ]; do
