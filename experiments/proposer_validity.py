@@ -22,17 +22,18 @@ import asyncio
 import json
 import sys
 import time
+import typing
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.edits import apply_proposal, parse_blocks
 from harnesslearn.evaluation import evaluate
-from harnesslearn.formats import PromptContext, ProposerFormat, resolve
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.models import load_model
-from harnesslearn.proposer import candidate_seed, template
-from harnesslearn.rounds import sample
+from harnesslearn.propose.edits import apply_proposal, parse_blocks
+from harnesslearn.propose.formats import FormatChoice, ProposerFormat, resolve
+from harnesslearn.propose.prompt import PromptContext, template
+from harnesslearn.propose.rounds import candidate_seed, sample
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import Budgets
 from harnesslearn.tasks import load_task
@@ -114,16 +115,13 @@ async def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--max-tokens", type=int, default=768)
-    ap.add_argument("--form", default="auto", help="auto | chat | plain")
-    ap.add_argument("--prime", default="auto", help="auto (as adapt: rewrite for chat to in-process engines) | "
-                    "search | rewrite")
-    ap.add_argument("--prefill", default="auto", help="auto (where the engine continues an assistant turn) | yes | "
-                    "no (as through the OpenAI chat API)")
+    ap.add_argument("--proposer-format", default="auto", choices=typing.get_args(FormatChoice),
+                    help="as adapt's --proposer-format (auto: decided from the proposer backend)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     solver = load_model(args.solver)
     proposer = solver if args.proposer == args.solver else load_model(args.proposer)
-    fmt = resolve(proposer, args.form, args.prime, prefill=None if args.prefill == "auto" else args.prefill == "yes")
+    fmt = resolve(proposer, args.proposer_format)
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     out: dict[str, Any] = {}

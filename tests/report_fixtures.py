@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harnesslearn.edits import EditResult
 from harnesslearn.evaluation import Evaluation, ProblemResult
 from harnesslearn.harness import Harness, normalise, seed_source
+from harnesslearn.propose.edits import EditResult
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 from harnesslearn.store import Store
 

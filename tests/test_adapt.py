@@ -373,7 +373,7 @@ def test_a_chat_proposer_writes_the_new_solve_with_or_without_an_assistant_start
                           run_dir=rd, progress=False))
     (req,) = proposer.requests
     assert isinstance(req.prompt, list) and [m["role"] for m in req.prompt][:2] == ["system", "user"]
-    # auto prime: the block opened on solve as an assistant-turn start only where the engine continues it
+    # proposer format auto: the block opened on solve as an assistant-turn start only where the engine continues it
     assert (req.prompt[-1]["role"] == "assistant") is continues
     assert (req.stop is not None) is continues  # a whole function is asked for: no stop strings cut it
     assert r.valid_proposals == 1 and r.test_J == 1.0
@@ -439,3 +439,16 @@ def test_every_result_affecting_setting_is_refused_on_resume_and_no_other() -> N
         else:
             assert changed == [], (f.name, changed)
     assert seen >= 18
+
+
+def test_a_run_recorded_with_the_old_form_and_prime_settings_resumes_under_proposer_format() -> None:
+    """Runs recorded before ``proposer_format`` kept ``form`` and ``prime``: a pair that names one format
+    resumes under it; a pair whose format depended on the backend is named, not guessed."""
+    from harnesslearn.settings import AdaptSettings
+
+    old = {k: v for k, v in AdaptSettings().to_json().items() if k != "proposer_format"}
+    assert AdaptSettings().changes({**old, "form": "auto", "prime": "auto"}) == []
+    assert AdaptSettings(proposer_format="plain-rewrite").changes({**old, "form": "plain", "prime": "rewrite"}) == []
+    assert AdaptSettings.from_json({**old, "form": "chat", "prime": "file"}).proposer_format == "chat-file"
+    (change,) = AdaptSettings().changes({**old, "form": "auto", "prime": "rewrite"})
+    assert change == "--proposer-format (recorded 'form=auto, prime=rewrite', now 'auto')"

@@ -132,7 +132,7 @@ def test_adapt_run_dir_that_cannot_be_created_is_exit_2(env: dict[str, Path], wh
 @pytest.mark.parametrize("option,value", [
     ("--n-test", "1" + "0" * 30), ("--seed", "1" + "0" * 30), ("--seed", "-1"), ("--proposer-max-tokens", "-1"),
     ("--proposer-temperature", "-1"), ("--rounds", "1" + "0" * 30), ("--candidates", "0"), ("--timeout", "0"),
-    ("--timeout", "1e30"), ("--concurrency", "0"), ("--strategy", "greedy"), ("--proposer-prime", "none"),
+    ("--timeout", "1e30"), ("--concurrency", "0"), ("--strategy", "greedy"), ("--proposer-format", "none"),
 ])
 def test_adapt_option_out_of_range_is_exit_2_before_anything_is_written(env: dict[str, Path], option: str,
                                                                          value: str) -> None:

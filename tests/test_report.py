@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from report_fixtures import EVIL, SEED, full_run, partial_run
 
-from harnesslearn.edits import EditResult
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
+from harnesslearn.propose.edits import EditResult
 from harnesslearn.report import render_report, write_report
 from harnesslearn.report.data import RunView
 from harnesslearn.store import Store

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from harnesslearn.edits import EditResult
 from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness, seed_source
+from harnesslearn.propose.edits import EditResult
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 from harnesslearn.store import MIGRATIONS, Store
 

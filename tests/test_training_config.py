@@ -58,6 +58,8 @@ def test_every_field_has_help(cls: type) -> None:
 def test_unknown_key_suggests_the_near_one() -> None:
     with pytest.raises(UserError, match="unknown key 'num_generation'.*'num_generations'"):
         build_config(GRPOTrainConfig, {"num_generation": 8})
+    with pytest.raises(UserError, match="unknown key 'prime'.*'proposer_format'"):  # the old pair's new name
+        build_config(GRPOTrainConfig, {"prime": "rewrite"})
 
 
 @pytest.mark.parametrize("raw", [{"learning_rate": "fast"}, {"families": "maze"}, {"num_generations": 0},

@@ -31,7 +31,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _realise(env: dict, plans: list[ContextPlan], **kw):
-    from harnesslearn.formats import PlainSearch
+    from harnesslearn.propose.formats import PlainSearch
     from harnesslearn.runtime import SolverRuntime
     from harnesslearn.training.contexts import realise_contexts
 
@@ -50,7 +50,8 @@ def test_single_step_context_is_the_test_time_prompt(env: dict) -> None:
     from harnesslearn.evaluation import evaluate
     from harnesslearn.harness import load_harness
     from harnesslearn.models import load_model
-    from harnesslearn.proposer import build_prompt
+    from harnesslearn.propose.formats import PlainSearch
+    from harnesslearn.propose.prompt import PromptContext
     from harnesslearn.sandbox import Executor, ExecutorConfig
 
     (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 0)])
@@ -60,7 +61,7 @@ def test_single_step_context_is_the_test_time_prompt(env: dict) -> None:
         async with Executor(load_model(env["solver"]), ExecutorConfig(concurrency=2)) as ex:
             h = load_harness("minimal")
             fb = await evaluate(h, task, "feedback", 2, 5, ex, progress=False)
-            return build_prompt(task, h, fb, n_traces=1, rng_seed=5)
+            return str(PlainSearch().render(PromptContext(task, h, fb, n_traces=1, rng_seed=5)))
 
     assert ctx.prompt == asyncio.run(test_time())
     assert ctx.row()["parent_source"] == ctx.harness.source and ctx.rounds == 0
@@ -94,12 +95,12 @@ def test_unknown_seed_harness_is_a_user_error(tmp_path: Path) -> None:
 
 
 def test_chat_form_context_is_the_rendered_test_time_messages(env: dict) -> None:
-    """The chat-prefill format: the context prompt is build_messages(prime="rewrite") through the render
+    """The chat-prefill format: the context prompt is ChatPrefill's messages through the render
     function (the policy's chat template at training time), ending with the rewrite prefill, so the
     reward's decoding (the same format) completes the body into a block."""
-    from harnesslearn.formats import ChatPrefill
     from harnesslearn.harness import load_harness
-    from harnesslearn.proposer import rewrite_tail
+    from harnesslearn.propose.decode import rewrite_tail
+    from harnesslearn.propose.formats import ChatPrefill
 
     seen: list = []
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from harnesslearn.edits import EditResult, Reason, apply_proposal, parse_blocks
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.harness import Harness, check_source, harness_id, load_harness, runtime_api_doc
+from harnesslearn.propose.edits import EditResult, Reason, apply_proposal, parse_blocks
 
 __all__ = [
     "AdaptSettings",

@@ -45,11 +45,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.evaluation import Evaluation, evaluate, improves
-from harnesslearn.formats import PromptContext, ProposerFormat, resolve
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
-from harnesslearn.proposer import Attempt, candidate_seed
-from harnesslearn.rounds import Candidate, ProposalFailed, best_of, revise, select
+from harnesslearn.propose.formats import ProposerFormat, resolve
+from harnesslearn.propose.prompt import Attempt, PromptContext
+from harnesslearn.propose.rounds import Candidate, ProposalFailed, best_of, candidate_seed, revise, select
 from harnesslearn.sandbox.records import Budgets, CallRecord
 from harnesslearn.settings import AdaptSettings
 from harnesslearn.store import DB_NAME, Store
@@ -183,9 +183,9 @@ class Loop:
 
     @cached_property
     def fmt(self) -> ProposerFormat:
-        """The proposer format, decided once from ``--proposer-form``/``--proposer-prime`` and the
+        """The proposer format, decided once from ``--proposer-format`` and the
         backend (``formats.resolve``)."""
-        return resolve(self.proposer, self.settings.form, self.settings.prime, memory=bool(self.memory))
+        return resolve(self.proposer, self.settings.proposer_format, memory=bool(self.memory))
 
     def recall(self, round: int, idx: int) -> str | None:
         """Proposal ``idx`` of ``round`` as recorded by an earlier (interrupted) invocation."""

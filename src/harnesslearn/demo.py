@@ -30,9 +30,10 @@ from harnesslearn.settings import AdaptSettings
 # rounds x candidates proposals; split sizes; proposer completion length; per-problem limits.
 DEMO_SETTINGS = AdaptSettings(
     strategy="sequential", rounds=3, candidates=3, seed=0, n_feedback=4, n_score=6, n_test=12, max_tokens=160,
-    temperature=0.7, budgets=Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096), prime="rewrite", concurrency=2,
+    temperature=0.7, budgets=Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096),
+    proposer_format="plain-rewrite", concurrency=2,
 )
-# the instruction-tuned coder: chat prompts with the assistant-turn start (prime auto), longer
+# the instruction-tuned coder: chat prompts with the assistant-turn start (proposer format auto), longer
 # bodies, fewer and smaller evaluations (it generates 12-20 tokens/s here, 10x slower than Gemma)
 # (with the shipped memory it writes whole files, about 600 tokens for an interpreter loop)
 QWEN_SETTINGS = AdaptSettings(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from harnesslearn.errors import UserError
-from harnesslearn.proposer import FormChoice, PrimeChoice
+from harnesslearn.propose.formats import FormatChoice
 from harnesslearn.sandbox.records import Budgets
 
 Strategy = Literal["sequential", "independent", "compare"]
@@ -96,15 +96,13 @@ class AdaptSettings:
         "(no_change); each redraw is one more proposer call, counted and recorded. 0: a no-op is counted as one "
         "of the K candidates, not retried.", lo=0, hi=MAX_CANDIDATES)
     n_traces: int = setting(4, None, "Per-problem traces shown in a proposer prompt.", lo=0, hi=1_000)
-    form: FormChoice = setting(
-        "auto", "--proposer-form",
-        "How the proposer is prompted: auto (chat when the proposer has a chat template, else plain) | chat "
-        "(system + user messages through its template) | plain (one text, for base models).")
-    prime: PrimeChoice = setting(
-        "auto", "--proposer-prime",
-        "Where the prompt ends: auto (rewrite for chat prompts to in-process engines, else search) | search (an "
-        "opening SEARCH marker; for chat: nothing) | rewrite (a block opened on solve(), the model writes the new "
-        "body).")
+    proposer_format: FormatChoice = setting(
+        "auto", "--proposer-format",
+        "How the proposer is asked for a revision and how its answer is read: auto (a chat proposer rewrites "
+        "solve(), in an open assistant turn where the engine can continue one (chat-prefill) else asked in words "
+        "(chat-function), or writes the whole file when shown harness memory (chat-file); a base model continues "
+        "a plain prompt ending in an open SEARCH marker (plain-search)) | plain-search | plain-rewrite | "
+        "chat-blocks | chat-prefill | chat-function | chat-file.")
     zoo_baselines: bool = setting(
         False, "--zoo-baselines", "Also evaluate every zoo harness that applies on the score split and the best "
         "of them (picked there) on the test split: baselines in the result and the report.", affects_results=False)
@@ -138,7 +136,7 @@ class AdaptSettings:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AdaptSettings:
         """Settings read back from ``to_json`` (other keys ignored; a missing key: its default)."""
-        kw: dict[str, Any] = {k: data[k] for k in _fields() if k in data}
+        kw: dict[str, Any] = {k: v for k, v in _upgrade(data).items() if k in _fields()}
         if isinstance(kw.get("budgets"), Mapping):
             kw["budgets"] = Budgets(**kw["budgets"])
         elif "budgets" in kw:  # recorded as null by older runs: the defaults applied
@@ -149,6 +147,7 @@ class AdaptSettings:
         """The result-affecting settings that differ from a recorded run's ``to_json`` object, as
         ``"--option (recorded X, now Y)"``. A key the record lacks counts as its default."""
         now, default = self.to_json(), AdaptSettings().to_json()
+        recorded = _upgrade(recorded)
         out = []
         for name, f in _fields().items():
             if not f.metadata["affects_results"]:
@@ -163,6 +162,24 @@ class AdaptSettings:
             elif was != now[name]:
                 out.append(f"{f.metadata['option'] or name} (recorded {was!r}, now {now[name]!r})")
         return out
+
+
+# runs recorded before ``proposer_format`` kept two settings, ``form`` (auto/chat/plain) and ``prime``
+# (auto/search/rewrite/file); the pairs that name one format without asking the backend
+_LEGACY_FORMATS = {("plain", "search"): "plain-search", ("plain", "rewrite"): "plain-rewrite",
+                   ("chat", "search"): "chat-blocks", ("chat", "file"): "chat-file", ("auto", "file"): "chat-file",
+                   ("auto", "auto"): "auto"}
+
+
+def _upgrade(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded settings object in today's fields: an older run's ``form``/``prime`` pair becomes its
+    ``proposer_format`` (a pair whose format depended on the backend stays visibly different, so that
+    ``--resume`` names it rather than guessing)."""
+    out = dict(recorded)
+    if "proposer_format" not in out and ("form" in out or "prime" in out):
+        pair = (str(out.pop("form", "auto")), str(out.pop("prime", "auto")))
+        out["proposer_format"] = _LEGACY_FORMATS.get(pair, f"form={pair[0]}, prime={pair[1]}")
+    return out
 
 
 def _fields() -> dict[str, dataclasses.Field[Any]]:

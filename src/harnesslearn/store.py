@@ -75,7 +75,7 @@ from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-    from harnesslearn.edits import EditResult
+    from harnesslearn.propose.edits import EditResult
 
 DB_NAME = "runs.sqlite"
 HARNESS_DIR = "harnesses"

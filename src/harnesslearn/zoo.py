@@ -161,7 +161,7 @@ def summarise(ev: Any) -> dict[str, Any]:
 
 def best(rows: list[ZooRow]) -> ZooRow | None:
     """The row picked on the *score* split (``rounds.best_of``: highest J, the first on ties); never on test."""
-    from harnesslearn.rounds import best_of
+    from harnesslearn.propose.rounds import best_of
 
     top = best_of([(r.score["J"], r) for r in rows])
     return top[1] if top is not None else None

@@ -64,8 +64,8 @@ def edit(
     out: Annotated[str | None, typer.Option("-o", "--out", help="Write the revised harness here.")] = None,
 ) -> None:
     """Apply a proposer completion (SEARCH/REPLACE blocks) to a harness. Exit 3 if invalid."""
-    from harnesslearn.edits import apply_proposal
     from harnesslearn.harness import load_harness
+    from harnesslearn.propose.edits import apply_proposal
 
     h = load_harness(harness)
     if str(proposal) == "-":

@@ -13,12 +13,13 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 
 from harnesslearn.errors import UserError
-from harnesslearn.proposer import Form, Prime, Style
+from harnesslearn.propose.formats import FormatName
+from harnesslearn.propose.prompt import Style
 from harnesslearn.sandbox.executor import Isolation
 from harnesslearn.settings import check_settings, setting
 from harnesslearn.tasks.families import family_set
@@ -70,6 +71,9 @@ class SFTDataConfig(Common):
     temperature: float = _f(0.8, "Teacher sampling temperature.")
     max_tokens: int = _f(2048, "Teacher completion length limit, tokens.")
     style: Style = _f("canonical", "Prompt style: canonical | varied.")
+    proposer_format: Literal["plain-search", "plain-rewrite"] = _f(
+        "plain-search", "The proposer format the teacher continues (a plain one: the rows are prompt text -> "
+        "completion): plain-search (an open SEARCH marker) | plain-rewrite (a block opened on solve).")
     min_gain: float = _f(0.0, "Keep a revision only if J(revision) - J(seed) is greater than this.")
     max_source_chars: int = _f(12000, "Quality screen: largest revised harness, characters.")
     max_source_lines: int = _f(300, "Quality screen: largest revised harness, lines.")
@@ -132,10 +136,11 @@ class GRPOTrainConfig(Lora, Trainer, Common):
     beta: float = _f(0.0, "KL coefficient (0: no reference model).")
     seed_harnesses: list[str] = _f(["minimal"], "Seed harnesses contexts start from (names, .py paths, or style:NAME).")
     style: Style = _f("canonical", "Prompt style: canonical | varied (the format-varied variant).")
-    prime: Prime = _f("search", "How prompts end: search (an open SEARCH marker) | rewrite (the whole solve is "
-                    "searched and the policy writes its new body; much higher validity for weak base models).")
-    form: Form = _f("plain", "Prompt form: plain (build_prompt, for base models) | chat (build_messages rendered with "
-                    "the policy's chat template; with prime: rewrite the answer is prefilled, as at test time).")
+    proposer_format: FormatName = _f("plain-search", "The proposer format the policy is trained in, by name (the "
+                                     "names of adapt's --proposer-format but auto): plain-search (a base model continues "
+                              "a plain prompt ending in an open SEARCH marker) | plain-rewrite | chat-blocks | "
+                              "chat-prefill (chat, the rewrite of solve opened in the assistant turn, as at test "
+                              "time with an in-process engine) | chat-function | chat-file.")
     multistep: bool = _f(False, "Multistep variant: contexts from revision sequences of the policy as it is when "
                          "the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = _f(2, "Multistep: a context's harness is the best after k in [0, this] rounds.")
@@ -206,6 +211,8 @@ def build_config(cls: type[C], raw: dict[str, Any], where: str = "config") -> C:
         import difflib
 
         near = difflib.get_close_matches(unknown[0], sorted(names), n=1)
+        if unknown[0] in ("form", "prime") and "proposer_format" in names:  # the two keys it replaced
+            near = ["proposer_format"]
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UserError(f"{where}: unknown key {unknown[0]!r}{hint}")
     values = {k: _check_type(k, v, hints[k]) for k, v in raw.items()}

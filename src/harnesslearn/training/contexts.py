@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.formats import PromptContext, ProposerFormat
 from harnesslearn.harness import Harness
-from harnesslearn.proposer import Style
+from harnesslearn.propose.formats import ProposerFormat
+from harnesslearn.propose.prompt import PromptContext, Style
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.seeding import child_seed
@@ -120,8 +120,8 @@ class Builder:
         """The context's harness (for multistep, after ``plan.rounds`` rounds of revision by the policy,
         each through ``rounds.revise``/``rounds.select``) and its prompt."""
         from harnesslearn.evaluation import evaluate
-        from harnesslearn.proposer import Attempt
-        from harnesslearn.rounds import revise, select
+        from harnesslearn.propose.prompt import Attempt
+        from harnesslearn.propose.rounds import revise, select
 
         task = tasks[plan.task_spec]
         harness = seed_harness(plan.seed_harness)

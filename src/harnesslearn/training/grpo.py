@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harnesslearn.errors import UserError
-from harnesslearn.formats import ProposerFormat, resolve
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import ModelBackend
+from harnesslearn.propose.formats import ProposerFormat, by_name
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import ExecutorConfig
 from harnesslearn.sandbox.protocol import HarnessExecutor
@@ -225,9 +225,9 @@ def open_store(run_dir: str | None, run_id: str, config: dict[str, Any]) -> Any:
 
 
 def training_format(cfg: GRPOTrainConfig) -> ProposerFormat:
-    """The proposer format the policy is trained in (``form`` x ``prime``; a chat prompt's rewrite is
-    continued from its rendered text, as the in-process engine continues it at test time)."""
-    return resolve(None, cfg.form, cfg.prime, prefill=True)
+    """The proposer format the policy is trained in (``proposer_format``; a chat prompt is rendered with
+    the policy's chat template and continued from that text, as the in-process engine does at test time)."""
+    return by_name(cfg.proposer_format)
 
 
 def budgets_of(cfg: GRPOTrainConfig) -> Budgets:
@@ -328,7 +328,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
 
             policy = PolicyBackend(model, tok)
         t1 = time.perf_counter()
-        render = (lambda msgs: chat_text(tok, msgs)) if cfg.form == "chat" else None
+        render = (lambda msgs: chat_text(tok, msgs)) if training_format(cfg).chat else None
         built = build_contexts(cfg, runner, executor, tasks, policy, render,
                                span=(contexts0, contexts0 + left * cfg.contexts_per_update))
         built = built[:len(built) - len(built) % cfg.contexts_per_update]  # whole updates only

@@ -35,7 +35,7 @@ from harnesslearn.fsutil import atomic_write_text, finite
 
 # the settings a resumed run must share with the run it continues (anything else may change)
 FIXED = ("model", "lora_r", "lora_alpha", "target_modules", "learning_rate", "num_generations",
-         "contexts_per_update", "contexts_per_epoch", "families", "seed", "seed_harnesses", "form", "prime",
+         "contexts_per_update", "contexts_per_epoch", "families", "seed", "seed_harnesses", "proposer_format",
          "style", "n_score", "n_feedback", "beta", "temperature", "max_completion_length", "solver")
 
 

@@ -73,8 +73,8 @@ async def harness_reward(
     Raises nothing for a bad proposal or a failing harness (those are rewards); exceptions other
     than ``InfraError`` from the evaluation propagate, since they are bugs, not outcomes.
     """
-    from harnesslearn.edits import apply_proposal
     from harnesslearn.evaluation import evaluate
+    from harnesslearn.propose.edits import apply_proposal
 
     edit = apply_proposal(parent.source, completion)
     if not edit.parsed:

@@ -38,14 +38,15 @@ from harnesslearn.training.screen import KINDS, classify_revision, screen
 async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecutor, task: Any, seed_h: Harness, ctx_index: int,
                        store: Any) -> tuple[list[dict[str, Any]], Counter[str]]:
     from harnesslearn.evaluation import evaluate
-    from harnesslearn.formats import PlainSearch, PromptContext, continuation
-    from harnesslearn.rounds import revise
+    from harnesslearn.propose.formats import by_name, continuation
+    from harnesslearn.propose.prompt import PromptContext
+    from harnesslearn.propose.rounds import revise
 
     budgets = Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
     pseed = child_seed(cfg.seed, ctx_index)
     fb = await evaluate(seed_h, task, "feedback", cfg.n_feedback, pseed, executor, budgets, progress=False)
     before = await evaluate(seed_h, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
-    fmt = PlainSearch()  # the teacher continues a plain prompt that ends in an open SEARCH marker
+    fmt = by_name(cfg.proposer_format)  # plain-search: the teacher continues a prompt ending in an open SEARCH
     prompt = str(fmt.render(PromptContext(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)))
     cands = await revise(seed_h, prompt, fmt, teacher, cfg.candidates, seed=pseed, round=0,
                          temperature=cfg.temperature, max_tokens=cfg.max_tokens)
@@ -79,6 +80,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
                 "teacher": cfg.teacher, "solver": cfg.solver, "family": task.family, "task": task.spec,
                 "seed": pseed, "J_before": before.J, "J_after": after.J, "kind": classify_revision(seed_h.source, ed.source),
                 "parent_id": seed_h.id, "harness_id": child.id, "n_score": cfg.n_score, "style": cfg.style,
+                "proposer_format": fmt.name,
             },
         }
 

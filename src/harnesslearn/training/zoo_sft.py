@@ -1,13 +1,13 @@
 """SFT data without a teacher: zoo harnesses as revisions, and best-of-N samples of the proposer
-itself (rejection sampling), for the chat prompt form with the rewrite prefill.
+itself (rejection sampling), in a chat proposer format (``chat-prefill`` unless set otherwise).
 
 For one context (a family and a problem seed): evaluate the seed harness on the feedback split and
-on the score split, build the chat prompt (``proposer.build_messages(prime="rewrite")``) and render
+on the score split, build the chat prompt (``formats.ChatPrefill``: the rewrite of ``solve`` opened) and render
 it with the proposer's chat template (``render``: the text an in-process engine sees, the prefill
 continued). Candidates:
 
 - ``zoo:NAME``: every reasoning zoo harness built for the task (``zoo.build``), inlined into
-  ``solve`` and written as the completion of the rewrite prefill (``blocks.zoo_revision``);
+  ``solve`` and written as the completion of the rewrite prefill (the format's ``target``);
 - ``self:i``: ``samples`` completions of the proposer backend on the same prompt
   (``rounds.revise``, the test-time round).
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnesslearn.harness import Harness
+from harnesslearn.propose.formats import FormatName
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.screen import KINDS, classify_revision, screen
@@ -49,19 +50,23 @@ class ZooSFTSettings:
     max_source_chars: int = 12000
     max_source_lines: int = 300
     labels: dict[str, str] = field(default_factory=dict)  # extra provenance (solver, proposer)
+    proposer_format: FormatName = "chat-prefill"  # a chat format: the rows are its rendered prompts
 
 
 async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: HarnessExecutor, render: Render,
                        settings: ZooSFTSettings, proposer: Any = None) -> tuple[list[dict[str, Any]], Counter[str]]:
     """The kept rows of one context and the counts of what happened to every candidate."""
     from harnesslearn import zoo
-    from harnesslearn.blocks import EditMismatch
     from harnesslearn.evaluation import evaluate, improves
-    from harnesslearn.formats import ChatPrefill, PromptContext, continuation
-    from harnesslearn.rounds import judge, revise
+    from harnesslearn.propose.blocks import EditMismatch
+    from harnesslearn.propose.formats import by_name, continuation
+    from harnesslearn.propose.prompt import PromptContext
+    from harnesslearn.propose.rounds import judge, revise
 
     s = settings
-    fmt = ChatPrefill()  # the chat prompt with the rewrite prefill: what the in-process engine continues
+    fmt = by_name(s.proposer_format)  # chat-prefill: the rewrite opened in the turn the in-process engine continues
+    if not fmt.chat:
+        raise ValueError(f"zoo SFT rows need a chat proposer format (got {fmt.name})")
     fb, before = await asyncio.gather(
         evaluate(seed_h, task, "feedback", s.n_feedback, pseed, executor, s.budgets, progress=False),
         evaluate(seed_h, task, "score", s.n_score, pseed, executor, s.budgets, progress=False))
@@ -117,8 +122,8 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
                     "source": c.label, "family": task.family, "task": task.spec, "seed": pseed,
                     "J_before": before.J, "J_after": c.J, "completion_rate": evs[c.index].completion_rate,
                     "kind": classify_revision(seed_h.source, c.harness.source),
-                    "parent_id": seed_h.id, "harness_id": c.harness.id, "n_score": s.n_score, "form": "chat",
-                    "prime": "rewrite", **s.labels,
+                    "parent_id": seed_h.id, "harness_id": c.harness.id, "n_score": s.n_score,
+                    "proposer_format": fmt.name, **s.labels,
                 },
             })
     return rows, counts

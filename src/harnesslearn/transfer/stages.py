@@ -224,7 +224,7 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
         use_cpu=s.cpu, lora_r=s.lora_r, lora_alpha=2 * s.lora_r, target_modules=s.targets.split(","),
         num_generations=s.num_generations, contexts_per_update=s.contexts_per_update,
         contexts_per_epoch=s.contexts_epoch_grpo, max_completion_length=s.max_tokens, temperature=1.0, beta=0.0,
-        prime="rewrite", form="chat", rollouts=str(ret / "rollouts.jsonl"), resume=True,
+        proposer_format="chat-prefill", rollouts=str(ret / "rollouts.jsonl"), resume=True,
         use_vllm=s.grpo_vllm and s.engine == "vllm" and not s.cpu, vllm_gpu_memory_utilization=s.grpo_vllm_memory)
     res = run_grpo(cfg, hooks=Hooks())
     res.update(seconds=round(time.time() - t0, 1), step_seconds=stop.steps, stopped_at_deadline=stop.stopped,
@@ -289,9 +289,10 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
 async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     from harnesslearn import zoo
     from harnesslearn.evaluation import evaluate
-    from harnesslearn.formats import PromptContext, resolve
     from harnesslearn.harness import Harness, load_harness
-    from harnesslearn.rounds import best_of, revise, select
+    from harnesslearn.propose.formats import resolve
+    from harnesslearn.propose.prompt import PromptContext
+    from harnesslearn.propose.rounds import best_of, revise, select
     from harnesslearn.tasks import load_task
 
     t0 = time.time()
@@ -352,8 +353,9 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
                 proposer = arms[arm.removesuffix("_mem")]
                 assert proposer is not None
                 shown = recall(task) if arm.endswith("_mem") else []
-                # prefilled where the engine continues a turn; with memory, the whole-file rewrite
-                fmt = resolve(proposer, "chat", "rewrite", memory=bool(shown))
+                # as adapt decides it: the rewrite of solve, prefilled where the engine continues a turn;
+                # with memory shown, the whole-file rewrite (memory entries come with module helpers)
+                fmt = resolve(proposer, "auto", memory=bool(shown))
                 prompt = fmt.render(PromptContext(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed, memory=shown))
                 row["memory_shown"] = [f"{e.id}:{e.task}" for e in shown]
                 cands = await revise(seed_h, prompt, fmt, proposer, s.k, score=score, seed=s.eval_seed, round=0,

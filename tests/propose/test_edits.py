@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harnesslearn.edits import Reason, apply_proposal, parse_blocks
 from harnesslearn.harness import harness_id
+from harnesslearn.propose.edits import Reason, apply_proposal, parse_blocks
 
 SRC = '''def helper(x):
     return x.strip()

@@ -10,7 +10,7 @@
   rule (``evaluation.improves``: strictly better than the parent). Adaptation (sequential,
   independent), the zoo's pick, the multistep training contexts, both SFT-data generators, the
   transfer experiment and the peers driver all choose through these two.
-- ``candidate_seed`` (``proposer``) is the one seed rule: candidate i of round r of a run seeded s.
+- ``candidate_seed`` is the one seed rule: candidate i of round r of a run seeded s.
 
 Resume and recording stay with the caller: ``recall(i)`` may return a proposal already made (then it is
 not sampled again) and ``record(candidate, completion, request)`` is called for each new one.
@@ -23,16 +23,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harnesslearn.edits import EditResult, Reason, apply_proposal
 from harnesslearn.errors import InfraError
 from harnesslearn.evaluation import improves
-from harnesslearn.formats import ProposerFormat
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
-from harnesslearn.proposer import candidate_seed
+from harnesslearn.propose.edits import EditResult, Reason, apply_proposal
+from harnesslearn.propose.formats import ProposerFormat
+from harnesslearn.seeding import child_seed
 
 T = TypeVar("T")
 Score = Callable[[Harness], Awaitable["float | None"]]
+
+
+def candidate_seed(seed: int, round: int, index: int) -> int:
+    """The sampling seed of candidate ``index`` in ``round``: fixed per (seed, round, index), so
+    a resumed run re-samples exactly the proposals it had not recorded."""
+    return child_seed(seed, round * 10_007 + index) % (2**31 - 1)
+
+
 
 
 class ProposalFailed(Exception):

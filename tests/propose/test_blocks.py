@@ -1,4 +1,4 @@
-"""Zoo harnesses written as edits of the minimal seed (blocks.py) and the teacher-free
+"""Zoo harnesses written as edits of the minimal seed (propose/blocks.py) and the teacher-free
 SFT rows built from them (training/zoo_sft.py). No model: a rule-based solver."""
 
 from __future__ import annotations
@@ -10,18 +10,12 @@ from pathlib import Path
 import pytest
 
 from harnesslearn import zoo
-from harnesslearn.blocks import (
-    EditMismatch,
-    diff_blocks,
-    inline_solve,
-    rewrite_completion,
-    zoo_revision,
-)
-from harnesslearn.edits import apply_proposal
 from harnesslearn.harness import check_source, load_harness, normalise
-from harnesslearn.proposer import as_proposal, rewrite_tail
+from harnesslearn.propose.blocks import EditMismatch, diff_blocks, inline_solve, rewrite_completion
+from harnesslearn.propose.decode import as_proposal, rewrite_tail
+from harnesslearn.propose.edits import apply_proposal
 
-SOLVER = f"python:{Path(__file__).resolve().parent / 'zoo_solver.py'}:six"  # not relative to the cwd
+SOLVER = f"python:{Path(__file__).resolve().parents[1] / 'zoo_solver.py'}:six"  # not relative to the cwd
 REASONING = ["interpreter_loop", "reason_extract", "self_consistency", "verify_retry", "few_shot"]
 SEED = load_harness("minimal").source
 
@@ -29,7 +23,8 @@ SEED = load_harness("minimal").source
 @pytest.mark.parametrize("name", REASONING)
 def test_blocks_apply_exactly_both_ways(name: str) -> None:
     child = zoo.source(name)
-    text, out = zoo_revision(SEED, child, "blocks")
+    out = normalise(child)
+    text = diff_blocks(SEED, out)
     assert text.startswith("<<<<<<< SEARCH\n") and text.rstrip().endswith(">>>>>>> REPLACE")
     ed = apply_proposal(SEED, text)
     assert ed.valid and normalise(ed.source or "") == normalise(child) == normalise(out)
@@ -66,7 +61,7 @@ def test_inline_solve_refuses_what_it_could_break() -> None:
 
 @pytest.mark.parametrize("name", REASONING)
 def test_rewrite_completion_continues_the_rewrite_prefill(name: str) -> None:
-    completion, child = zoo_revision(SEED, zoo.source(name), "rewrite")
+    completion, child = rewrite_completion(SEED, inline_solve(zoo.source(name)))
     tail = rewrite_tail(SEED)
     assert tail is not None and completion.rstrip().endswith(">>>>>>> REPLACE")
     assert not completion.startswith("def ")  # the prefill already wrote the def line
@@ -87,7 +82,7 @@ def test_rewritten_zoo_harness_runs_like_the_original(tmp_path: Path) -> None:
 
     solver = load_model(SOLVER)
     task = load_task("rg:basic_arithmetic")
-    _, child = zoo_revision(SEED, zoo.source("interpreter_loop"), "rewrite")
+    _, child = rewrite_completion(SEED, inline_solve(zoo.source("interpreter_loop")))
 
     async def go() -> tuple[list[str], list[str]]:
         async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:

@@ -1,7 +1,7 @@
 """Proposer formats: how the proposer is asked for a revision, and how what it writes becomes a proposal.
 
-One small class per format, resolved once (:func:`resolve`) from the settings and the backend's
-capabilities, then carried by adaptation, the GRPO contexts and reward, both SFT-data generators and
+One small class per format, resolved once (:func:`resolve`) from the one setting ``proposer_format`` and the
+backend's capabilities, then carried by adaptation, the GRPO contexts and reward, both SFT-data generators and
 the experiments:
 
     plain-search    a plain text ending in an open SEARCH marker; the model writes whole blocks (base models)
@@ -17,7 +17,8 @@ the experiments:
                     checks and differ from the parent); chosen for chat proposers that are shown
                     harness memory, whose entries come with module-level helpers
 
-Each has ``render(context)`` (the prompt), ``stop`` (stop strings while sampling), ``decode(completion,
+Each has ``render(context)`` (the prompt: the sections of ``prompt.py`` and the format's own ending or
+answer request), ``stop`` (stop strings while sampling), ``decode(completion,
 prompt, ...)`` (the proposal text, which ``edits.apply_proposal`` judges) and ``target(parent, child)``
 (what the model should have written: an SFT row's completion, for a revision given as a child
 harness). Adding a format is one class and one line in ``FORMATS``.
@@ -25,53 +26,32 @@ harness). Adding a format is one class and one line in ``FORMATS``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from string import Template
+from typing import ClassVar, Literal
 
-from harnesslearn.blocks import diff_blocks, inline_solve, rewrite_completion
-from harnesslearn.harness import Harness
+from harnesslearn.harness import normalise
 from harnesslearn.models.base import Messages, ModelBackend
-from harnesslearn.proposer import (
+from harnesslearn.propose.blocks import diff_blocks, inline_solve, rewrite_completion
+from harnesslearn.propose.decode import (
+    DIVIDER,
     END,
     PRIME,
-    Attempt,
-    Style,
     as_proposal,
-    build_messages,
-    build_prompt,
     finish_body,
     finish_file,
     finish_function,
     primed_tail,
-    prompt_form,
-    resolve_prime,
+    rewrite_tail,
     solve_lines,
 )
+from harnesslearn.propose.prompt import PromptContext, chat_prompt, plain_prompt, template
 
-if TYPE_CHECKING:
-    from harnesslearn.evaluation import Evaluation
-
-REWRITE_STOP = (END, "\n<<<<<<<", "\n=======")
+REWRITE_STOP = (END, "\n<<<<<<<", f"\n{DIVIDER}")
 
 
-@dataclass(frozen=True)
-class PromptContext:
-    """What a revision prompt is made of: the task, the harness to revise, its feedback-split
-    evaluation, earlier attempts, and the prompt's style and sampling of traces."""
-
-    task: Any  # anything with a ``description``
-    harness: Harness
-    feedback: Evaluation | Any
-    history: Sequence[Attempt] = ()
-    style: Style = "canonical"
-    n_traces: int = 4
-    rng_seed: int = 0
-    memory: Sequence[Any] = ()  # harness memory entries shown to the proposer (``memory.Entry``)
-
-
-def _kw(ctx: PromptContext) -> dict[str, Any]:
-    return {"style": ctx.style, "n_traces": ctx.n_traces, "rng_seed": ctx.rng_seed, "memory": ctx.memory}
+def _search(ctx: PromptContext) -> str:
+    """The lines a chat prompt shows as the SEARCH to copy: the harness's own ``solve``."""
+    return solve_lines(ctx.harness.source) or ctx.harness.source.rstrip("\n")
 
 
 class ProposerFormat:
@@ -105,7 +85,7 @@ class PlainSearch(ProposerFormat):
     name = "plain-search"
 
     def render(self, ctx: PromptContext) -> str:
-        return build_prompt(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="search", **_kw(ctx))
+        return plain_prompt(ctx) + PRIME
 
 
 class _RewriteTarget(ProposerFormat):
@@ -125,7 +105,7 @@ class PlainRewrite(_RewriteTarget):
     name = "plain-rewrite"
 
     def render(self, ctx: PromptContext) -> str:
-        return build_prompt(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="rewrite", **_kw(ctx))
+        return plain_prompt(ctx) + (rewrite_tail(ctx.harness.source) or PRIME)
 
 
 class ChatBlocks(ProposerFormat):
@@ -133,7 +113,8 @@ class ChatBlocks(ProposerFormat):
     chat = True
 
     def render(self, ctx: PromptContext) -> Messages:
-        return build_messages(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="none", **_kw(ctx))
+        opening = "\n" + template("chat_open")
+        return chat_prompt(ctx, Template(template("chat_format")).substitute(search=_search(ctx), open=opening))
 
 
 class ChatPrefill(_RewriteTarget):
@@ -142,8 +123,8 @@ class ChatPrefill(_RewriteTarget):
     stop: ClassVar[tuple[str, ...] | None] = (*REWRITE_STOP, "\n```")
 
     def render(self, ctx: PromptContext) -> Messages:
-        return build_messages(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="rewrite", prefill=True,
-                              **_kw(ctx))
+        msgs = chat_prompt(ctx, Template(template("chat_format")).substitute(search=_search(ctx), open=""))
+        return [*msgs, {"role": "assistant", "content": rewrite_tail(ctx.harness.source) or PRIME}]
 
 
 class ChatFunction(ProposerFormat):
@@ -152,8 +133,7 @@ class ChatFunction(ProposerFormat):
     rewrite = True
 
     def render(self, ctx: PromptContext) -> Messages:
-        return build_messages(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="rewrite", prefill=False,
-                              **_kw(ctx))
+        return chat_prompt(ctx, Template(template("chat_function")).substitute(search=_search(ctx)))
 
     def decode(self, completion: str, prompt: str | Messages, *, hit_max_tokens: bool = False,
                source: str | None = None) -> str:
@@ -173,21 +153,22 @@ class ChatFile(ProposerFormat):
     rewrite = True
 
     def render(self, ctx: PromptContext) -> Messages:
-        return build_messages(ctx.task, ctx.harness, ctx.feedback, ctx.history, prime="file", **_kw(ctx))
+        return chat_prompt(ctx, template("chat_file"))
 
     def decode(self, completion: str, prompt: str | Messages, *, hit_max_tokens: bool = False,
                source: str | None = None) -> str:
         return finish_file(completion, source, hit_max_tokens=hit_max_tokens)
 
     def target(self, parent: str, child: str) -> str:
-        from harnesslearn.harness import normalise
-
         return f"```python\n{normalise(child).rstrip()}\n```\n"
 
 
 FORMATS: dict[str, type[ProposerFormat]] = {
     f.name: f for f in (PlainSearch, PlainRewrite, ChatBlocks, ChatPrefill, ChatFunction, ChatFile)
 }
+# the names, and the values of the ``proposer_format`` setting (a test keeps them equal to ``FORMATS``)
+FormatName = Literal["plain-search", "plain-rewrite", "chat-blocks", "chat-prefill", "chat-function", "chat-file"]
+FormatChoice = Literal["auto", FormatName]
 
 
 def by_name(name: str) -> ProposerFormat:
@@ -197,31 +178,27 @@ def by_name(name: str) -> ProposerFormat:
     return FORMATS[name]()
 
 
-def resolve(proposer: ModelBackend | None, form: str = "auto", prime: str = "auto", *,
-            prefill: bool | None = None, memory: bool = False) -> ProposerFormat:
-    """The one place the format is decided. ``form`` (``auto``: chat when messages reach the proposer
-    through its own chat template) and ``prime`` (``auto``: rewrite for chat, search for plain; a whole
-    file for chat when the prompt shows harness ``memory``) come from the settings; a chat rewrite of
-    ``solve`` is continued in an assistant turn where the backend can (``prefill``, default
-    ``proposer.continues_assistant()``), else asked for in words."""
-    if proposer is None and "auto" in (form, prime):
-        raise ValueError("an 'auto' form or prime needs the proposer backend")
-    f = form if proposer is None else prompt_form(proposer, form)
-    p = prime if proposer is None else resolve_prime(proposer, f, prime)  # type: ignore[arg-type]
-    if p == "file" or (prime == "auto" and memory and f == "chat"):
-        if f != "chat":
-            raise ValueError("whole-file rewrites (prime 'file') need a chat prompt form")
+def resolve(proposer: ModelBackend | None, name: str = "auto", *, memory: bool = False) -> ProposerFormat:
+    """The one place the format is decided, from the ``proposer_format`` setting: a format's name is that
+    format; ``auto`` asks the backend. A proposer whose chat template the messages go through gets a chat
+    format: ``chat-file`` when the prompt shows harness ``memory`` (borrowed harnesses come with
+    module-level helpers), else a rewrite of ``solve`` (the measured best for the untrained Qwen coders,
+    which as a rule fail to write whole blocks: 0/8 valid on gcd), continued in an open assistant turn
+    where the backend can (``chat-prefill``) and asked for in words where it cannot (``chat-function``).
+    Base models and python: callables get ``plain-search`` (a text ending in an open SEARCH marker)."""
+    if name != "auto":
+        return by_name(name)
+    if proposer is None:
+        raise ValueError("proposer_format 'auto' needs the proposer backend")
+    if not proposer.chat_template():
+        return PlainSearch()
+    if memory:
         return ChatFile()
-    if f == "plain":
-        return PlainRewrite() if p == "rewrite" else PlainSearch()
-    if p != "rewrite":
-        return ChatBlocks()
-    can = prefill if prefill is not None else proposer is not None and proposer.continues_assistant()
-    return ChatPrefill() if can else ChatFunction()
+    return ChatPrefill() if proposer.continues_assistant() else ChatFunction()
 
 
 def continuation(proposal: str, prompt: str | Messages) -> str:
     """What the model wrote after ``prompt`` for ``proposal``: the proposal without the open block the
-    prompt already ends with (``proposer.primed_tail``)."""
+    prompt already ends with (``decode.primed_tail``)."""
     tail = primed_tail(prompt)
     return proposal[len(tail):] if tail and proposal.startswith(tail) else proposal

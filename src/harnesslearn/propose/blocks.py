@@ -28,11 +28,9 @@ import tokenize
 from collections.abc import Sequence
 from typing import Any
 
-from harnesslearn.edits import apply_proposal
 from harnesslearn.harness import normalise
-from harnesslearn.proposer import END, PRIME, as_proposal, rewrite_tail, solve_lines
-
-DIVIDER = "======="
+from harnesslearn.propose.decode import DIVIDER, END, PRIME, as_proposal, rewrite_tail, solve_lines
+from harnesslearn.propose.edits import apply_proposal
 
 
 class EditMismatch(ValueError):
@@ -183,15 +181,3 @@ def rewrite_completion(parent: str, child_solve: str) -> tuple[str, str]:
     child = replace_solve(parent, parent_header.rstrip("\n") + "\n" + body)
     _check(parent, as_proposal(completion, tail), child)
     return completion, child
-
-
-def zoo_revision(parent: str, zoo_source: str, form: str = "rewrite") -> tuple[str, str]:
-    """(completion, child source): the zoo harness ``zoo_source`` as a revision of ``parent``.
-    ``form="rewrite"``: the completion of a rewrite-primed prompt (the zoo harness inlined into
-    ``solve``); ``form="blocks"``: SEARCH/REPLACE blocks from the diff (child = the zoo file)."""
-    if form == "rewrite":
-        return rewrite_completion(parent, inline_solve(zoo_source))
-    if form == "blocks":
-        child = normalise(zoo_source)
-        return diff_blocks(parent, child), child
-    raise ValueError(f"unknown form {form!r}")
