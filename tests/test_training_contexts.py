@@ -52,6 +52,7 @@ def test_single_step_context_is_the_test_time_prompt(env: dict) -> None:
     from harnesslearn.models import load_model
     from harnesslearn.propose.formats import PlainSearch
     from harnesslearn.propose.prompt import PromptContext
+    from harnesslearn.propose.rounds import prompt_seed
     from harnesslearn.sandbox import Executor, ExecutorConfig
 
     (ctx,) = _realise(env, [ContextPlan("c0", env["spec"], "minimal", 5, 0)])
@@ -61,7 +62,7 @@ def test_single_step_context_is_the_test_time_prompt(env: dict) -> None:
         async with Executor(load_model(env["solver"]), ExecutorConfig(concurrency=2)) as ex:
             h = load_harness("minimal")
             fb = await evaluate(h, task, "feedback", 2, 5, ex, progress=False)
-            return str(PlainSearch().render(PromptContext(task, h, fb, n_traces=1, rng_seed=5)))
+            return str(PlainSearch().render(PromptContext(task, h, fb, n_traces=1, rng_seed=prompt_seed(5, 1))))
 
     assert ctx.prompt == asyncio.run(test_time())
     assert ctx.row()["parent_source"] == ctx.harness.source and ctx.rounds == 0

@@ -49,7 +49,15 @@ from harnesslearn.harness import Harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
 from harnesslearn.propose.formats import ProposerFormat, resolve
 from harnesslearn.propose.prompt import Attempt, PromptContext
-from harnesslearn.propose.rounds import Candidate, ProposalFailed, best_of, candidate_seed, revise, select
+from harnesslearn.propose.rounds import (
+    Candidate,
+    ProposalFailed,
+    best_of,
+    prompt_seed,
+    revise,
+    select,
+    sequential,
+)
 from harnesslearn.sandbox.records import Budgets, CallRecord
 from harnesslearn.settings import AdaptSettings
 from harnesslearn.store import DB_NAME, Store
@@ -58,7 +66,7 @@ from harnesslearn.taxonomy import classify_result
 from harnesslearn.zoo import default_seed
 
 if TYPE_CHECKING:
-    from harnesslearn.memory import Entry, Memory
+    from harnesslearn.memory import Memory
     from harnesslearn.sandbox.protocol import HarnessExecutor as AnyExecutor
 
 ORACLE_LABEL = "oracle best-of-N: selected on the TEST split, an upper bound for comparison only"
@@ -202,8 +210,8 @@ class Loop:
         self.store.save_proposal(self.run_id, round, c.index, parent_id=parent.id, prompt=prompt_record(prompt),
                                  raw=c.proposal, edit=c.edit, call=call, memory=[e.id for e in self.memory])
 
-    async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages,
-                         history: list[Attempt]) -> list[Candidate]:
+    async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages
+                         ) -> list[Candidate]:
         """The round (``rounds.revise``): ``k`` proposals (looked up when already made), applied, and
         the valid ones scored on the score split, in order."""
         async def score(h: Harness) -> float | None:
@@ -221,8 +229,6 @@ class Loop:
                 "rerun with --resume") from e
         self.proposer_calls += len(cands)  # k, and one more for each redrawn no-op (--retry-no-change)
         for c in cands:
-            history.append(Attempt(round, c.index, c.edit.valid, None if c.edit.reason is None else str(c.edit.reason),
-                                   parent_J, c.J, c.proposal))
             if self.progress:
                 state = (f"J={c.J:.3f}" if c.J is not None else
                          "valid" if c.edit.valid else f"invalid: {c.edit.reason}")
@@ -231,7 +237,7 @@ class Loop:
 
     def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:
         return self.fmt.render(PromptContext(self.task, harness, feedback, history, n_traces=self.settings.n_traces,
-                                             rng_seed=candidate_seed(self.settings.seed, round, 0), memory=self.memory))
+                                             rng_seed=prompt_seed(self.settings.seed, round), memory=self.memory))
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
                    ) -> RoundSummary:
@@ -247,23 +253,20 @@ class Loop:
 
 
 async def run_sequential(loop: Loop, seed_h: Harness) -> tuple[Harness, list[RoundSummary]]:
-    rounds, k = loop.settings.rounds, loop.settings.candidates
-    best = seed_h
-    best_J = (await loop.evaluation(best, "score", round=0)).J
-    history: list[Attempt] = []
+    rounds = loop.settings.rounds
     summary: list[RoundSummary] = []
-    for r in range(1, rounds + 1):
-        fb = await loop.evaluation(best, "feedback", round=r - 1)
-        prompt = loop.prompt(best, fb, history, r)
-        parent = best
-        cands = await loop.candidates(r, k, parent, best_J, prompt, history)
-        top = select(cands, best_J)
-        improved = top is not None
-        if top is not None and top.harness is not None:
-            best_J, best = top.J, top.harness
+
+    def on_round(r: int, parent: Harness, best: Harness, best_J: float | None, improved: bool) -> None:
         summary.append(loop.save_round(r, parent, best, best_J, improved))
         if loop.progress:
             _log(f"[adapt {loop.run_id}] round {r}/{rounds}: best score J={best_J} ({'improved' if improved else 'kept'})")
+
+    best, _, _ = await sequential(
+        seed_h, (await loop.evaluation(seed_h, "score", round=0)).J, rounds,
+        feedback=lambda h, r: loop.evaluation(h, "feedback", round=r), prompt=loop.prompt,
+        propose=lambda r, parent, parent_J, prompt: loop.candidates(r, loop.settings.candidates, parent, parent_J,
+                                                                    prompt),
+        on_round=on_round)
     return best, summary
 
 
@@ -273,7 +276,7 @@ async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
     seed_J = (await loop.evaluation(seed_h, "score", round=0)).J
     fb = await loop.evaluation(seed_h, "feedback", round=0)
     prompt = loop.prompt(seed_h, fb, [], 1)
-    cands = await loop.candidates(1, n, seed_h, seed_J, prompt, [])
+    cands = await loop.candidates(1, n, seed_h, seed_J, prompt)
     best, best_J = seed_h, seed_J
     top = select(cands, best_J)
     if top is not None and top.harness is not None:
@@ -381,39 +384,21 @@ def _fit_splits(task: Task, s: AdaptSettings) -> AdaptSettings:
     return replace(s, **sizes)
 
 
-def _open_memory(task: Task, s: AdaptSettings) -> tuple[Memory | None, list[Entry]]:
-    """The harness memory (None when off) and the entries this task's prompts show: the ``memory_k``
-    most similar entries of OTHER tasks, none holding a gold answer of this task's splits."""
-    from harnesslearn.memory import Memory, default_path, shown_for
-
-    if not s.memory or (s.memory_path is None and default_path() is None):
-        return None, []
-    mem = Memory.open(s.memory_path)
-    shown = shown_for(mem, task, s.seed, (s.n_feedback, s.n_score, s.n_test), s.memory_k)
-    if shown:
-        _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
-    return mem, shown
-
-
 async def _remember(mem: Memory, loop: Loop, seed_h: Harness, best: Harness, solver: str) -> str | None:
-    """Add the run's best harness to the memory when it strictly beat its seed on the score split and
-    passes the quality screen (no answer tables, no literal questions); its id, or None."""
-    from harnesslearn.memory import Entry, note_of
-    from harnesslearn.training.screen import screen
+    """Add the run's best harness to the memory when the memory admits it (``memory.candidate``); its id."""
+    from harnesslearn.memory import candidate, note_of
 
     if best.id == seed_h.id:
         return None
     seed_J, best_J = (await loop.evaluation(seed_h, "score")).J, (await loop.evaluation(best, "score")).J
-    if not improves(best_J, seed_J):
-        return None
     questions = [p.question for p in (await loop.evaluation(seed_h, "feedback")).problems]
-    rejected = screen(best.source, questions=questions)
-    if rejected:
-        _log(f"[adapt] memory: best harness not stored ({', '.join(rejected)})")
+    entry, rejected = candidate(loop.task, best.source, seed_J=seed_J, J=best_J, questions=questions, solver=solver,
+                                note=note_of(best.source, "a revision of the minimal seed made by adapt"),
+                                origin="adapt")
+    if entry is None:
+        if rejected and improves(best_J, seed_J):
+            _log(f"[adapt] memory: best harness not stored ({', '.join(rejected)})")
         return None
-    entry = Entry(task=loop.task.spec, description=loop.task.description, examples=tuple(questions[:3]),
-                  source=best.source, score_J=best_J, seed_J=seed_J, solver=solver,
-                  note=note_of(best.source, "a revision of the minimal seed made by adapt"), origin="adapt")
     _log(f"[adapt] memory: stored {entry.id} (score J {seed_J} -> {best_J}) in {mem.path}")
     return mem.add(entry)[0]
 
@@ -451,7 +436,12 @@ async def adapt(
     seed_h = seed_harness or default_seed(task)
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
-    mem, shown = _open_memory(task, s)
+    from harnesslearn.memory import open_for
+
+    mem, shown = open_for(task, enabled=s.memory, path=s.memory_path, seed=s.seed,
+                          sizes=(s.n_feedback, s.n_score, s.n_test), k=s.memory_k)
+    if shown:
+        _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
     store = Store.open(rd, lock=True)
     runtime = None
     try:

@@ -289,13 +289,38 @@ def check_row(row: Any) -> None:
         raise UserError(f"not a memory entry (its source is not a valid harness: {problem.replace('_', ' ')})")
 
 
+def candidate(task: Any, source: str, *, seed_J: float | None, J: float | None, questions: Sequence[str],
+              solver: str, note: str, origin: str) -> tuple[Entry | None, list[str]]:
+    """The memory's admission rule, one for every writer (``adapt``, ``memory add-zoo``): a harness is an
+    entry for ``task`` when it strictly beats the task's seed on the score split (``evaluation.improves``)
+    and passes the quality screen (no answer tables, no literal ``questions`` of the task). Returns the
+    entry (None when refused) and the screen's reasons (judged whether or not it beat the seed)."""
+    from harnesslearn.evaluation import improves
+    from harnesslearn.training.screen import screen
+
+    rejected = screen(source, questions=questions)
+    if rejected or not improves(J, seed_J):
+        return None, rejected
+    return Entry(task=task.spec, description=task.description, examples=tuple(questions[:MAX_EXAMPLES]),
+                 source=source, score_J=J, seed_J=seed_J, solver=solver, note=note, origin=origin), []
+
+
+def open_for(task: Any, *, enabled: bool, path: str | None, seed: int, sizes: Sequence[int], k: int
+             ) -> tuple[Memory | None, list[Entry]]:
+    """The memory an adaptation of ``task`` uses (None when off, or when there is no default place for it)
+    and the entries its prompts show (:func:`shown_for`)."""
+    if not enabled or (path is None and default_path() is None):
+        return None, []
+    mem = Memory.open(path)
+    return mem, shown_for(mem, task, seed, sizes, k)
+
+
 async def add_zoo(mem: Memory, task: Any, executor: Any, *, solver: str, n_score: int = 8, seed: int = 0,
                   budgets: Any = None, only: Sequence[str] | None = None) -> dict[str, Any]:
     """Evaluate the task's seed and every zoo harness that applies on the score split; store each zoo
     harness that strictly beats the seed there and passes the quality screen. Returns what happened."""
     from harnesslearn import zoo
     from harnesslearn.evaluation import evaluate, improves
-    from harnesslearn.training.screen import screen
 
     seed_h = zoo.default_seed(task)
     fb = await evaluate(seed_h, task, "feedback", 3, seed, executor, budgets=budgets, progress=False)
@@ -305,12 +330,10 @@ async def add_zoo(mem: Memory, task: Any, executor: Any, *, solver: str, n_score
     for name in only or zoo.names(task):
         h = zoo.build(name, task, seed)
         J = (await evaluate(h, task, "score", n_score, seed, executor, budgets=budgets, progress=False)).J
-        rejected = screen(h.source, questions=questions)
-        stored = improves(J, seed_J) and not rejected
+        entry, rejected = candidate(task, h.source, seed_J=seed_J, J=J, questions=questions, solver=solver,
+                                    note=zoo.ENTRIES[name].description, origin=f"zoo:{name}")
         rows.append({"name": name, "score_J": J, "beats_seed": improves(J, seed_J), "screen": rejected,
-                     "stored": stored})
-        if stored:
-            added += mem.add(Entry(task=task.spec, description=task.description, examples=tuple(questions[:3]),
-                                   source=h.source, score_J=J, seed_J=seed_J, solver=solver,
-                                   note=zoo.ENTRIES[name].description, origin=f"zoo:{name}"))
+                     "stored": entry is not None})
+        if entry is not None:
+            added += mem.add(entry)
     return {"task": task.spec, "seed_score_J": seed_J, "n_score": n_score, "rows": rows, "added": added}

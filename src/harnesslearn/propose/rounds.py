@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from harnesslearn.errors import InfraError
 from harnesslearn.evaluation import improves
@@ -29,10 +29,12 @@ from harnesslearn.harness import Harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
 from harnesslearn.propose.edits import EditResult, Reason, apply_proposal
 from harnesslearn.propose.formats import ProposerFormat
+from harnesslearn.propose.prompt import Attempt
 from harnesslearn.seeding import child_seed
 
 T = TypeVar("T")
 Score = Callable[[Harness], Awaitable["float | None"]]
+Prompt = str | Messages
 
 
 def candidate_seed(seed: int, round: int, index: int) -> int:
@@ -41,6 +43,10 @@ def candidate_seed(seed: int, round: int, index: int) -> int:
     return child_seed(seed, round * 10_007 + index) % (2**31 - 1)
 
 
+def prompt_seed(seed: int, round: int) -> int:
+    """The seed of round ``round``'s prompt (which feedback traces it shows): the one rule of adaptation and
+    of the training contexts, so a single-step context is exactly round 1's prompt at test time."""
+    return candidate_seed(seed, round, 0)
 
 
 class ProposalFailed(Exception):
@@ -163,3 +169,36 @@ def select(cands: Sequence[Candidate], parent_J: float | None) -> Candidate | No
     when it strictly improves on the parent (``evaluation.improves``), else None."""
     top = best_of([(c.J, c) for c in cands])
     return top[1] if top is not None and improves(top[0], parent_J) else None
+
+
+def attempts(round: int, cands: Sequence[Candidate], parent_J: float | None) -> list[Attempt]:
+    """The candidates of a round as the "earlier revisions" a later prompt shows."""
+    return [Attempt(round, c.index, c.edit.valid, None if c.edit.reason is None else str(c.edit.reason), parent_J,
+                    c.J, c.proposal) for c in cands]
+
+
+async def sequential(parent: Harness, parent_J: float | None, rounds: int, *,
+                     feedback: Callable[[Harness, int], Awaitable[Any]],
+                     prompt: Callable[[Harness, Any, list[Attempt], int], Prompt],
+                     propose: Callable[[int, Harness, float | None, Prompt], Awaitable[list[Candidate]]],
+                     on_round: Callable[[int, Harness, Harness, float | None, bool], None] | None = None,
+                     ) -> tuple[Harness, float | None, list[Attempt]]:
+    """``rounds`` rounds of revision, each of the best harness so far, written once (adaptation's sequential
+    strategy and the multistep training contexts): round r evaluates the best on the feedback split
+    (``feedback(best, r - 1)``), renders its prompt (``prompt(best, feedback, history, r)``), makes and
+    scores its candidates (``propose(r, best, best_J, prompt)``, e.g. :func:`revise`), and keeps the one
+    :func:`select` picks; ``on_round(r, parent, best, best_J, improved)`` is told after each. Returns the
+    best harness, its score-split J and every attempt (the history the next prompt would show)."""
+    best, best_J = parent, parent_J
+    history: list[Attempt] = []
+    for r in range(1, rounds + 1):
+        fb = await feedback(best, r - 1)
+        before = best
+        cands = await propose(r, before, best_J, prompt(before, fb, history, r))
+        history += attempts(r, cands, best_J)
+        top = select(cands, best_J)
+        if top is not None and top.harness is not None:
+            best_J, best = top.J, top.harness
+        if on_round is not None:
+            on_round(r, before, best, best_J, top is not None)
+    return best, best_J, history

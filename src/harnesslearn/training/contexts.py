@@ -120,37 +120,32 @@ class Builder:
         """The context's harness (for multistep, after ``plan.rounds`` rounds of revision by the policy,
         each through ``rounds.revise``/``rounds.select``) and its prompt."""
         from harnesslearn.evaluation import evaluate
-        from harnesslearn.propose.prompt import Attempt
-        from harnesslearn.propose.rounds import revise, select
+        from harnesslearn.propose.rounds import prompt_seed, revise, sequential
 
         task = tasks[plan.task_spec]
-        harness = seed_harness(plan.seed_harness)
-        history: list[Any] = []
-        parent_J: float | None = None
+
+        async def feedback(h: Harness, _round: int = 0) -> Any:
+            return await evaluate(h, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
+                                  progress=False)
 
         async def score(h: Harness) -> float | None:
             ev = await evaluate(h, task, "score", self.n_score, plan.seed, self.executor, self.budgets, progress=False)
             return ev.J
 
-        for rnd in range(plan.rounds):
+        async def propose(r: int, parent: Harness, parent_J: float | None, prompt: Any) -> Any:
+            return await revise(parent, prompt, self.fmt, self.proposer, self.candidates, score=score, seed=plan.seed,
+                                round=r, temperature=self.temperature, max_tokens=self.max_tokens, concurrent=False)
+
+        harness, parent_J = seed_harness(plan.seed_harness), None
+        history: list[Any] = []
+        if plan.rounds:
             if self.proposer is None:
                 raise ValueError("multistep contexts need a proposer backend")
-            fb = await evaluate(harness, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
-                                progress=False)
-            if parent_J is None:
-                parent_J = await score(harness)
-            prompt = self.prompt(task, harness, fb, history, plan.seed + rnd)
-            cands = await revise(harness, prompt, self.fmt, self.proposer, self.candidates, score=score,
-                                 seed=plan.seed, round=rnd + 1, temperature=self.temperature,
-                                 max_tokens=self.max_tokens, concurrent=False)
-            history += [Attempt(rnd + 1, c.index, c.edit.valid, str(c.edit.reason) if c.edit.reason else None,
-                                parent_J, c.J, c.proposal) for c in cands]
-            best = select(cands, parent_J)
-            if best is not None and best.harness is not None:
-                parent_J, harness = best.J, best.harness
-        fb = await evaluate(harness, task, "feedback", self.n_feedback, plan.seed, self.executor, self.budgets,
-                            progress=False)
-        prompt = self.prompt(task, harness, fb, history, plan.seed)
+            harness, parent_J, history = await sequential(
+                harness, await score(harness), plan.rounds, feedback=feedback, propose=propose,
+                prompt=lambda h, fb, hist, r: self.prompt(task, h, fb, hist, prompt_seed(plan.seed, r)))
+        # the prompt of the round that would come next, as adaptation would render it
+        prompt = self.prompt(task, harness, await feedback(harness), history, prompt_seed(plan.seed, plan.rounds + 1))
         return Context(plan.id, plan.task_spec, plan.seed, harness, prompt, plan.rounds, parent_J)
 
 
