@@ -100,6 +100,15 @@ def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> Non
     zoo = next(r for r in rows if r["arm"] == "zoo")
     assert zoo["picked"] == "interpreter_loop" and zoo["test_J"] == 1.0 and zoo["seed_test_J"] == 0.0
     assert all(r["proposals"] == 1 and r["solver"] and r["n_test"] == 2 for r in rows if r["arm"] != "zoo")
+    assert len({json.dumps(r["seed_scores"]) for r in rows}) == 1  # one seed evaluation shared by every arm
+    from harnesslearn.report import write_report
+    from harnesslearn.store import Store
+
+    for r in rows:  # each proposer arm revised through adapt, into a run directory that the report reads
+        if r["arm"] != "zoo":
+            with Store.open(r["run_dir"], create=False) as st:
+                assert len(st.proposals("independent")) == r["proposals"]
+            assert write_report(r["run_dir"]).is_file()
     # the proposer's samples went through the hf: engine behind the response cache
     assert any(f.name == "responses.sqlite" for f in (tmp_path / "cache").iterdir())
 

@@ -8,8 +8,10 @@ that comes back from the GPU machine) and each stopping at its deadline with wha
     grpo     GRPO with the exact reward (training.grpo.run_grpo, chat form, rewrite prefill), from the
              SFT adapter, resumable -> ret/grpo/state/ (adapter, state.json, updates.jsonl),
              ret/grpo.json, ret/rollouts.jsonl
-    eval     one revision of the minimal seed per unseen family by each proposer arm (base, sft, rl)
-             and the best zoo harness by score split -> ret/eval_rows.jsonl (a line per finished row)
+    eval     one revision of the minimal seed per unseen family by each proposer arm (base, sft, rl, and
+             X_mem shown the shipped memory), each an ``adapt`` run (independent, K proposals) into
+             WORK/eval_runs/ARM/FAMILY, and the best zoo harness by score split -> ret/eval_rows.jsonl
+             (a line per finished row)
 
 Each stage returns a dict for ``status.json``: its state (``done``, ``partial`` when its deadline
 cut it short, ``skipped`` with a reason) and its counts.
@@ -252,16 +254,42 @@ def merge(model_dir: str, adapter: Path, dst: Path) -> str:
     return str(dst)
 
 
-def shipped_memory(work: Path) -> Any:
-    """The harness memory shipped with the package (built from paper-train families only), in a file of
-    this run's own: the eval's memory arms never read or write the user's memory."""
+def shipped_memory(work: Path) -> Path:
+    """The harness memory shipped with the package (built from paper-train families only), as a file of
+    this run's own (each memory arm's adapt run gets a copy, so no arm reads what another one added and
+    the user's memory is never read or written)."""
     from harnesslearn.memory import Memory, load_shipped
 
     path = work / "memory.sqlite"
-    path.unlink(missing_ok=True)
-    mem = Memory.open(path)
-    load_shipped(mem)
-    return mem
+    for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    with Memory.open(path) as mem:
+        load_shipped(mem)
+    return path
+
+
+class SharedEvaluations:
+    """``evaluation.evaluate`` with one result per (harness, task, split, problems, seed) for the whole eval
+    stage: every arm's adapt run of a family sees the same seed evaluations (the paired comparison of the
+    report), and a harness two arms both propose is run once. An evaluation with infrastructure failures
+    is not kept (adapt stops on it; the job is retried in the next stretch)."""
+
+    def __init__(self) -> None:
+        self.done: dict[tuple[str, str, str, int, int], Any] = {}
+        self.locks: dict[tuple[str, str, str, int, int], asyncio.Lock] = {}
+
+    async def __call__(self, h: Any, task: Any, split: str, n: int, seed: int, executor: Any, budgets: Any = None,
+                       progress: bool = False) -> Any:
+        from harnesslearn.evaluation import evaluate
+
+        key = (h.id, task.spec, split, n, seed)
+        async with self.locks.setdefault(key, asyncio.Lock()):
+            if key in self.done:
+                return self.done[key]
+            ev = await evaluate(h, task, split, n, seed, executor, budgets, progress=False)
+            if not ev.infra_failures:
+                self.done[key] = ev
+            return ev
 
 
 async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Path) -> dict[str, ModelBackend | None]:
@@ -287,16 +315,15 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
 
 
 async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
-    from harnesslearn import zoo
-    from harnesslearn.evaluation import evaluate
-    from harnesslearn.harness import Harness, load_harness
-    from harnesslearn.propose.formats import resolve
-    from harnesslearn.propose.prompt import PromptContext
-    from harnesslearn.propose.rounds import best_of, revise, select
-    from harnesslearn.tasks import load_task
+    """Each proposer arm revises the minimal seed of each unseen family through the library's own path,
+    ``adapt`` (strategy independent: K proposals from one prompt, the best by score-split J kept only if
+    strictly better, reported on the test split), into a run directory ``work/eval_runs/ARM/FAMILY`` that
+    ``harnesslearn report`` reads; the zoo arm picks the best zoo harness by score split. One row per
+    (arm, family) goes to ``ret/eval_rows.jsonl`` as each finishes (the run directories stay on the
+    machine: 126 of them would not fit the way back)."""
+    from harnesslearn.harness import load_harness
 
     t0 = time.time()
-    seed_h = load_harness("minimal")
     b = budgets(s)
     needed = {a.removesuffix("_mem") for a in s.arms}  # an X_mem arm needs X's adapter too
     lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
@@ -305,90 +332,110 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
     async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
         arms = await proposers(s, rt, ret, work)
-        ex = rt.sandbox
-        seeds: dict[str, Any] = {}
-        locks: dict[str, asyncio.Lock] = {}
-
-        async def seed_evals(fam: str) -> Any:
-            async with locks.setdefault(fam, asyncio.Lock()):
-                if fam not in seeds:
-                    task = load_task(f"rg:{fam}")
-                    evs = await asyncio.gather(*(evaluate(seed_h, task, sp, n, s.eval_seed, ex, b,
-                                                          progress=False)
-                                                 for sp, n in (("feedback", s.n_feedback), ("score", s.n_score_eval),
-                                                               ("test", s.n_test_eval))))
-                    seeds[fam] = (task, *evs)
-            return seeds[fam]
-
-        memory = shipped_memory(work)
-
-        def recall(task: Any) -> list[Any]:
-            """The shipped memory's entries for ``task`` (other tasks only, no gold answer of its splits)."""
-            from harnesslearn.memory import shown_for
-
-            return shown_for(memory, task, s.eval_seed, (s.n_feedback, s.n_score_eval, s.n_test_eval), s.memory_k)
-
-        def scores(ev: Any) -> list[float]:
-            return [p.score for p in ev.problems if p.score is not None]
-
-        async def one(job: tuple[str, str]) -> dict[str, Any]:
-            arm, fam = job
-            t = time.time()
-            task, fb, sc, te = await seed_evals(fam)
-            row: dict[str, Any] = {"arm": arm, "family": fam, "solver": s.solver or SOLVER_NAME,
-                                   "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.k,
-                                   "n_score": s.n_score_eval, "n_test": s.n_test_eval, "eval_seed": s.eval_seed,
-                                   "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": scores(te)}
-            async def score(h: Harness) -> float | None:
-                return (await evaluate(h, task, "score", s.n_score_eval, s.eval_seed, ex, b, progress=False)).J
-
-            picked: tuple[str, Harness, float | None] | None = None
-            if arm == "zoo":  # the best zoo harness by score split, whatever the seed scored
-                hs = {name: zoo.build(name, task, s.eval_seed) for name in zoo.names(task)}
-                js = dict(zip(hs, await asyncio.gather(*(score(h) for h in hs.values())), strict=True))
-                row.update(proposals=len(hs), valid=len(hs), candidate_score_J=js)
-                top = best_of([(j, name) for name, j in js.items()])
-                picked = (top[1], hs[top[1]], top[0]) if top is not None else None
-            else:
-                proposer = arms[arm.removesuffix("_mem")]
-                assert proposer is not None
-                shown = recall(task) if arm.endswith("_mem") else []
-                # as adapt decides it: the rewrite of solve, prefilled where the engine continues a turn;
-                # with memory shown, the whole-file rewrite (memory entries come with module helpers)
-                fmt = resolve(proposer, "auto", memory=bool(shown))
-                prompt = fmt.render(PromptContext(task, seed_h, fb, n_traces=3, rng_seed=s.eval_seed, memory=shown))
-                row["memory_shown"] = [f"{e.id}:{e.task}" for e in shown]
-                cands = await revise(seed_h, prompt, fmt, proposer, s.k, score=score, seed=s.eval_seed, round=0,
-                                     temperature=0.8, max_tokens=s.max_tokens)
-                valid = [c for c in cands if c.harness is not None]
-                row.update(format=fmt.name, proposals=len(cands), parsed=sum(c.edit.parsed for c in cands),
-                           valid=len(valid), invalid_reasons=dict(Counter(str(c.edit.reason) for c in cands
-                                                                          if c.harness is None)),
-                           uses_python=sum("model.python" in (c.harness.source if c.harness else "") for c in cands),
-                           candidate_score_J={f"p{c.index}": c.J for c in valid},
-                           proposal_texts=[c.proposal[-3000:] for c in cands])
-                best = select(cands, sc.J)
-                picked = (f"p{best.index}", best.harness, best.J) if best and best.harness else None
-            if picked is None:
-                row.update(picked="seed", score_J=sc.J, test_J=te.J, after_scores=scores(te), improved=False)
-            else:
-                tev = await evaluate(picked[1], task, "test", s.n_test_eval, s.eval_seed, ex, b, progress=False)
-                near, ratio = zoo.nearest(picked[1].source)
-                row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=scores(tev), improved=True,
-                           picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3))
-            row["wall_s"] = round(time.time() - t, 1)
-            return row
-
+        job = EvalJob(s, rt, load_harness("minimal"), b, SharedEvaluations(), shipped_memory(work), work / "eval_runs")
         jobs = [(arm, fam) for fam in s.families_eval for arm in s.arms
                 if arm.removesuffix("_mem") in arms and (arm, fam) not in have]
         try:
-            n = await run_until(jobs, t0 + s.minutes_eval * 60, one, lambda j, r: append_jsonl(rows_path, [r]),
-                                label="eval")
+            n = await run_until(jobs, t0 + s.minutes_eval * 60, lambda j: job.row(j[0], j[1], arms),
+                                lambda j, r: append_jsonl(rows_path, [r]), label="eval")
         finally:
-            memory.close()
             for backend in arms.values():
                 if backend is not None and backend is not rt.solver:
                     await backend.aclose()
     if not arms:
         raise UserError("eval: no proposer arm could be built")
     return {"state": _state(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
+
+
+class EvalJob:
+    """One (arm, family) row of the eval stage (see :func:`evaluate_arms`)."""
+
+    def __init__(self, s: TransferSettings, rt: SolverRuntime, seed_h: Any, b: Budgets, shared: SharedEvaluations,
+                 memory: Path, runs: Path) -> None:
+        self.s, self.rt, self.seed_h, self.b, self.shared, self.memory, self.runs = s, rt, seed_h, b, shared, memory, runs
+
+    async def evaluation(self, h: Any, task: Any, split: str) -> Any:
+        s = self.s
+        n = {"feedback": s.n_feedback, "score": s.n_score_eval, "test": s.n_test_eval}[split]
+        return await self.shared(h, task, split, n, s.eval_seed, self.rt.sandbox, self.b)
+
+    async def row(self, arm: str, fam: str, arms: dict[str, ModelBackend | None]) -> dict[str, Any]:
+        from harnesslearn import zoo
+        from harnesslearn.propose.rounds import best_of
+        from harnesslearn.tasks import load_task
+
+        s, t = self.s, time.time()
+        task = load_task(f"rg:{fam}")
+        sc, te = await self.evaluation(self.seed_h, task, "score"), await self.evaluation(self.seed_h, task, "test")
+        row: dict[str, Any] = {"arm": arm, "family": fam, "solver": s.solver or SOLVER_NAME,
+                               "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.k,
+                               "n_score": s.n_score_eval, "n_test": s.n_test_eval, "eval_seed": s.eval_seed,
+                               "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": _scores(te)}
+        if arm == "zoo":  # the best zoo harness by score split, whatever the seed scored
+            hs = {name: zoo.build(name, task, s.eval_seed) for name in zoo.names(task)}
+            js = {name: (await self.evaluation(h, task, "score")).J for name, h in hs.items()}
+            row.update(proposals=len(hs), valid=len(hs), candidate_score_J=js)
+            top = best_of([(j, name) for name, j in js.items()])
+            picked = (top[1], hs[top[1]], top[0]) if top is not None else None
+        else:
+            picked = await self.adapted(arm, task, row, arms[arm.removesuffix("_mem")])
+        if picked is None:
+            row.update(picked="seed", score_J=sc.J, test_J=te.J, after_scores=_scores(te), improved=False)
+        else:
+            tev = await self.evaluation(picked[1], task, "test")
+            near, ratio = zoo.nearest(picked[1].source)
+            row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=_scores(tev), improved=True,
+                       picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3))
+        row["wall_s"] = round(time.time() - t, 1)
+        return row
+
+    async def adapted(self, arm: str, task: Any, row: dict[str, Any], proposer: Any) -> tuple[str, Any, Any] | None:
+        """``adapt`` for one proposer arm on one family; fills ``row`` from its result and run directory and
+        returns the pick (label, harness, score J), or None when the seed was kept."""
+        from harnesslearn.adapt import adapt
+        from harnesslearn.propose.formats import resolve
+        from harnesslearn.settings import AdaptSettings
+        from harnesslearn.store import Store
+
+        s, fam = self.s, task.family
+        rd = self.runs / arm / fam
+        memory_path = None
+        if arm.endswith("_mem"):
+            rd.mkdir(parents=True, exist_ok=True)
+            memory_path = rd.parent / f"{fam}.memory.sqlite"
+            if not memory_path.is_file():
+                shutil.copyfile(self.memory, memory_path)
+        settings = AdaptSettings(
+            strategy="independent", rounds=1, candidates=s.k, seed=s.eval_seed, n_feedback=s.n_feedback,
+            n_score=s.n_score_eval, n_test=s.n_test_eval, temperature=0.8, max_tokens=s.max_tokens, budgets=self.b,
+            n_traces=3, memory=memory_path is not None, memory_k=s.memory_k,
+            memory_path=str(memory_path) if memory_path else None)
+        assert self.rt.solver is not None and proposer is not None
+        res = await adapt(task, self.rt.solver, proposer, settings, run_dir=rd, resume=True, seed_harness=self.seed_h,
+                          progress=False, executor=self.rt.sandbox, evaluate_fn=self.shared)
+        with Store.open(rd, create=False) as st:
+            props = sorted(st.proposals("independent"), key=lambda p: p.idx)
+            children = {p.harness_id: st.load_harness(p.harness_id) for p in props if p.harness_id}
+        shown = []
+        if memory_path is not None:
+            from harnesslearn.memory import Memory
+
+            with Memory.open(memory_path) as mem:
+                shown = [f"{e}:{mem.get(e).task}" for e in res.memory_shown]
+        js = {f"p{p.idx}": (await self.evaluation(children[p.harness_id], task, "score")).J
+              for p in props if p.harness_id}
+        row.update(format=resolve(proposer, "auto", memory=bool(res.memory_shown)).name, run_dir=str(rd),
+                   memory_shown=shown, memory_added=res.memory_added, proposals=len(props),
+                   parsed=sum(p.parsed for p in props), produced=sum(p.produced for p in props),
+                   valid=sum(p.valid for p in props),
+                   invalid_reasons=dict(Counter(str(p.reason) for p in props if not p.valid)),
+                   uses_python=sum("model.python" in h.source for h in children.values()),
+                   candidate_score_J=js, proposal_texts=[(p.raw or "")[-3000:] for p in props])
+        if res.best_harness_id == self.seed_h.id:
+            return None
+        idx = next(p.idx for p in props if p.harness_id == res.best_harness_id)
+        return f"p{idx}", children[res.best_harness_id], res.score_J
+
+
+def _scores(ev: Any) -> list[float]:
+    return [p.score for p in ev.problems if p.score is not None]
