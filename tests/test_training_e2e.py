@@ -92,7 +92,7 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
         **common, "adapter": str(d / "adapter0"), "data": str(d / "sft.jsonl"), "output_dir": str(d / "sft"),
         "max_steps": 2, "micro_batch": 1, "lora_dropout": 0.0, "max_length": 256,
     }))
-    assert sft["steps"] == 2
+    assert sft["steps"] == 2 and sft["too_long"] == 0
     # two steps: the first moves B (zero at init), the second moves A through the now non-zero B
     assert_all_changed(lora_tensors(d / "adapter0"), lora_tensors(Path(sft["adapter"])))
 
@@ -151,3 +151,24 @@ def torch_close(a: object, b: object) -> bool:
 
     assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
     return torch.allclose(a.float(), b.float(), rtol=1e-2, atol=1e-3)
+
+
+def test_sft_leaves_out_rows_longer_than_max_length_and_stops_on_a_non_finite_loss(world: dict) -> None:
+    """A row longer than max_length is left out, not truncated (a prompt as long as the limit leaves no token
+    to learn from: a 0/0 loss, NaN gradients); a NaN loss or gradient norm stops training, nothing saved."""
+    from transformers import AutoTokenizer, TrainerControl, TrainerState
+
+    from harnesslearn.training.sft import finite_guard, fit_rows
+
+    tok = AutoTokenizer.from_pretrained(world["model"])
+    rows = [{"prompt": "a b model", "completion": "solve"}, {"prompt": " ".join(["a"] * 300), "completion": "solve"}]
+    kept, dropped = fit_rows(rows, tok, 256)
+    assert kept == rows[:1] and dropped == 1
+    assert fit_rows(rows, tok, 4 + 1) == (rows[:1], 1)  # 3 prompt + 1 completion + the end token: just fits
+    assert fit_rows(rows, tok, 4) == ([], 2)
+    guard, state, control = finite_guard(), TrainerState(), TrainerControl()
+    state.global_step = 18
+    guard.on_log(None, state, control, logs={"loss": 0.46, "grad_norm": 1.2})
+    assert guard.diverged is None and not control.should_training_stop
+    guard.on_log(None, state, control, logs={"loss": 0.46, "grad_norm": float("nan")})
+    assert guard.diverged == {"step": 18, "grad_norm": "nan"} and control.should_training_stop

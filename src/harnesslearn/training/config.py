@@ -119,7 +119,8 @@ class SFTTrainConfig(Lora, Trainer):
     data: str = _f("data/sft.jsonl", "Chat-format JSONL written by sft-data.")
     epochs: float = _f(2.9, "Training epochs (the paper: about 2.9).")
     grad_accum: int = _f(1, "Gradient accumulation steps.")
-    max_length: int = _f(4096, "Longest tokenized example; longer ones are truncated.")
+    max_length: int = _f(4096, "Longest tokenized example (prompt + completion); longer ones are left out, "
+                         "counted as too_long (truncation would cut the completion).")
 
 
 @dataclass

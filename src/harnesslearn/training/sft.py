@@ -40,6 +40,38 @@ def read_sft_jsonl(path: str | Path) -> list[dict[str, str]]:
     return rows
 
 
+def fit_rows(rows: list[dict[str, str]], tok: Any, max_length: int) -> tuple[list[dict[str, str]], int]:
+    """The rows whose prompt + completion (+ the end token) fit ``max_length`` tokens, and how many did not.
+    A longer row is left out rather than truncated: truncation cuts the completion (the model would learn
+    an answer that stops mid-edit), and a prompt as long as the limit leaves no token to learn from,
+    a loss of 0/0: NaN gradients that ruin the adapter (an H200 run on 156 rows, codeio prompts of up to
+    12,000 characters at max_length 4,096, went NaN at step 18 of 60)."""
+    kept = [r for r in rows if len(tok(r["prompt"])["input_ids"]) + len(tok(r["completion"])["input_ids"]) + 1
+            <= max_length]
+    return kept, len(rows) - len(kept)
+
+
+def finite_guard() -> Any:
+    """A transformers ``TrainerCallback`` that stops training at the first logged loss or gradient norm that
+    is not finite (``.diverged`` holds that log); the caller then refuses to save the adapter."""
+    import math
+
+    from transformers import TrainerCallback
+
+    class FiniteGuard(TrainerCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.diverged: dict[str, Any] | None = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            for key in ("loss", "grad_norm"):
+                v = (logs or {}).get(key)
+                if isinstance(v, int | float) and not math.isfinite(v) and self.diverged is None:
+                    self.diverged = {"step": state.global_step, key: str(v)}
+                    control.should_training_stop = True
+
+    return FiniteGuard()
+
+
 def latest_checkpoint(output_dir: str | Path) -> str | None:
     cps = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     return str(cps[-1]) if cps else None
@@ -64,6 +96,12 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
     from trl import SFTConfig, SFTTrainer
 
     model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
+    rows, too_long = fit_rows(rows, tok, cfg.max_length)
+    if too_long:
+        print(f"harnesslearn: SFT: {too_long} row(s) longer than max_length {cfg.max_length} tokens left out",
+              file=sys.stderr)
+    if not rows:
+        raise UserError(f"every SFT row of {cfg.data} is longer than max_length {cfg.max_length} tokens")
     args = SFTConfig(
         **trainer_kwargs(cfg),
         per_device_train_batch_size=cfg.micro_batch,
@@ -79,15 +117,20 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
         processing_class=tok,
         peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules),
     )
-    for cb in callbacks or []:
+    guard = finite_guard()
+    for cb in [guard, *(callbacks or [])]:
         trainer.add_callback(cb)
     result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
+    if guard.diverged is not None:
+        raise RuntimeError(f"SFT diverged ({guard.diverged}): no adapter saved; lower the learning rate or check "
+                           "the data")
     final = Path(cfg.output_dir) / "adapter"
     trainer.save_model(str(final))
     print(f"harnesslearn: SFT adapter saved to {final}", file=sys.stderr)
     return {
         "command": "sft",
         "examples": len(rows),
+        "too_long": too_long,
         "steps": int(result.global_step),
         "train_loss": float(result.training_loss),
         "adapter": str(final),

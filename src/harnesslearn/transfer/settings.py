@@ -49,7 +49,8 @@ class TransferSettings:
     # sft: LoRA on the kept rows
     lr_sft: float = setting(1e-4, None, "SFT learning rate")
     epochs_sft: float = setting(3.0, None, "SFT epochs")
-    max_length_sft: int = setting(4096, None, "tokens of prompt + completion (longer rows are truncated)", lo=1)
+    max_length_sft: int = setting(8192, None, "tokens of prompt + completion; longer rows are left out (codeio "
+                                  "prompts reach ~4,000 tokens, their whole-file completions ~2,000)", lo=1)
     minutes_sft: float = setting(5.0, None, "deadline of the sft stage, minutes")
     # grpo: the exact reward, chat form with the rewrite prefill; resumable across stretches (grpo/state)
     minutes_grpo: float = setting(5.0, None, "deadline of the grpo stage, minutes")
