@@ -62,6 +62,21 @@ def test_run_until_counts_failures_and_jobs_it_never_started() -> None:
     assert c == {"jobs": 6, "finished": 2, "failed": 1, "cancelled": 2, "not_started": 1}
 
 
+def test_run_until_starts_no_job_the_finished_ones_say_would_be_cut() -> None:
+    """After three jobs finished, a job that their median duration says would end after the deadline is not
+    started (it would be cancelled, its work lost)."""
+    async def job(i: int) -> int:
+        await asyncio.sleep(0.4)
+        return i
+
+    async def main() -> object:
+        return await run_until(list(range(10)), time.time() + 1.0, job, lambda j, r: None, concurrency=3)
+
+    # 0-2 end at 0.4 s, 3-5 start (0.4 + 0.4 < 1.0) and end at 0.8 s; 6-9 would end at 1.2 s: not started
+    c = asyncio.run(main()).as_dict()  # type: ignore[attr-defined]
+    assert c == {"jobs": 10, "finished": 6, "failed": 0, "cancelled": 0, "not_started": 4}
+
+
 def test_settings_refuse_unknown_stages_engines_and_arms() -> None:
     with pytest.raises(UserError, match="unknown stage"):
         TransferSettings(model="m", stages=("sftdata", "pretrain"))

@@ -3,7 +3,9 @@ cancelled, what finished is kept, and the stage says how far it got.
 
 ``run_until`` starts up to ``concurrency`` jobs at once (all of them by default), records each as it
 finishes (``on_done`` runs in the event loop, so it may append rows to a file), and at ``deadline``
-cancels the rest. ``StageCounts.partial`` is True when any job did not finish: the stage is then
+cancels the rest. Once three jobs have finished (not failed) it starts no new one that the median of their durations
+says would end after the deadline (a cancelled job's work is lost: the H200's SFT-data stage cancelled
+32 contexts at its deadline, each minutes into its work). ``StageCounts.partial`` is True when any job did not finish: the stage is then
 marked ``partial`` with these counts rather than ``done``. ``DeadlineCallback`` does the same for a
 training loop: it stops transformers' Trainer at the deadline (after the step in progress; the
 adapter of the steps done is still saved).
@@ -50,23 +52,33 @@ async def run_until(jobs: Sequence[J], deadline: float, run_one: Callable[[J], A
     todo = list(jobs)
     limit = concurrency or len(todo) or 1
     running: dict[asyncio.Future[R], J] = {}
+    started: dict[asyncio.Future[R], float] = {}
+    took: list[float] = []
+
+    def may_start() -> bool:
+        now = time.time()
+        typical = sorted(took)[len(took) // 2] if len(took) >= 3 else 0.0
+        return now + typical < deadline
+
     try:
         while todo or running:
-            while todo and len(running) < limit and time.time() < deadline:
+            while todo and len(running) < limit and may_start():
                 job = todo.pop(0)
-                running[asyncio.ensure_future(run_one(job))] = job
+                new = asyncio.ensure_future(run_one(job))
+                running[new], started[new] = job, time.time()
             left = deadline - time.time()
             if left <= 0 or not running:
                 break
             done, _ = await asyncio.wait(running, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
-                job = running.pop(fut)
+                job, t_start = running.pop(fut), started.pop(fut)
                 if fut.exception() is not None:
                     counts.failed += 1
                     _log(f"{label}: {job} failed: {fut.exception()!r}")
                     continue
                 on_done(job, fut.result())
                 counts.finished += 1
+                took.append(time.time() - t_start)  # finished jobs only: a quick failure is not a duration
     finally:
         counts.not_started = len(todo)
         counts.cancelled = len(running)
