@@ -172,3 +172,19 @@ def test_sft_leaves_out_rows_longer_than_max_length_and_stops_on_a_non_finite_lo
     assert guard.diverged is None and not control.should_training_stop
     guard.on_log(None, state, control, logs={"loss": 0.46, "grad_norm": float("nan")})
     assert guard.diverged == {"step": 18, "grad_norm": "nan"} and control.should_training_stop
+
+
+@pytest.mark.slow
+def test_sft_that_diverges_raises_and_saves_no_adapter(world: dict) -> None:
+    """A real run driven to a non-finite loss (an absurd learning rate) stops with 'diverged' and no adapter."""
+    from harnesslearn.training.sft import run_sft
+
+    d = world["dir"]
+    cfg = build_config(SFTTrainConfig, {
+        "model": world["model"], "report_to": "none", "use_cpu": True, "learning_rate": 1e30, "seed": 0,
+        "adapter": str(d / "adapter0"), "data": str(d / "sft.jsonl"), "output_dir": str(d / "sft-nan"),
+        "max_steps": 6, "micro_batch": 1, "lora_dropout": 0.0, "max_length": 256, "logging_steps": 1,
+    })
+    with pytest.raises(RuntimeError, match="diverged"):
+        run_sft(cfg)
+    assert not (d / "sft-nan" / "adapter").exists()

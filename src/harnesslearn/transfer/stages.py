@@ -20,6 +20,7 @@ cut it short, ``skipped`` with a reason) and its counts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import sys
@@ -186,8 +187,19 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
                          epochs=s.epochs_sft, micro_batch=2, grad_accum=4, max_length=s.max_length_sft, bf16=not s.cpu,
                          use_cpu=s.cpu, report_to="none", save_steps=10**6, lora_r=s.lora_r, lora_alpha=2 * s.lora_r,
                          target_modules=s.targets.split(","))
-    stop = deadline_callback(t0 + s.minutes_sft * 60)
-    res = run_sft(cfg, callbacks=[stop])
+    tries: list[dict[str, Any]] = []
+    while True:  # a run that diverges (a non-finite loss: no adapter saved) is tried again at half the lr
+        stop = deadline_callback(t0 + s.minutes_sft * 60)
+        try:
+            res = run_sft(cfg, callbacks=[stop])
+            break
+        except RuntimeError as e:
+            if "diverged" not in str(e) or len(tries) == 2:
+                raise
+            tries.append({"learning_rate": cfg.learning_rate, "error": str(e)})
+            print(f"[transfer] sft: {e}; again at learning rate {cfg.learning_rate / 2:g}", file=sys.stderr, flush=True)
+            cfg = dataclasses.replace(cfg, learning_rate=cfg.learning_rate / 2, output_dir=f"{cfg.output_dir}-{len(tries)}")
+    res["diverged_tries"] = tries
     shutil.rmtree(ret / "sft_adapter", ignore_errors=True)
     shutil.copytree(res["adapter"], ret / "sft_adapter")
     res.update(seconds=round(time.time() - t0, 1), stopped_at_deadline=stop.stopped, step_seconds=stop.steps)
