@@ -21,10 +21,40 @@ def test_demo_runs_adaptation_and_ends_with_a_report(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "runs.sqlite").is_file()
 
 
+def test_demo_never_reads_or_writes_the_users_memory_and_no_memory_turns_the_shipped_one_off(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The user's memory (HARNESSLEARN_MEMORY, holding entries of other tasks) stays byte-identical and
+    unshown by any demo; a memory model is shown the shipped entries unless --no-memory."""
+    import hashlib
+    import os
+
+    from harnesslearn import demo
+    from harnesslearn.memory import Memory, load_shipped
+
+    user = Path(os.environ["HARNESSLEARN_MEMORY"])
+    with Memory.open(user) as mem:
+        assert load_shipped(mem) == 3
+    digest = hashlib.sha256(user.read_bytes()).hexdigest()
+    f = tmp_path / "m.py"
+    f.write_text("def fn(prompt, **kw):\n    return '42'\n")
+    spec = f"python:{f}:fn"
+    out = asyncio.run(run_demo(tmp_path / "plain", "basic_arithmetic", model_spec=spec))
+    assert out["memory_shown"] == []  # a model without the memory profile: no memory at all
+    monkeypatch.setattr(demo, "MEMORY_MODELS", (spec,))
+    shown = asyncio.run(run_demo(tmp_path / "mem", "basic_arithmetic", model_spec=spec))
+    assert len(shown["memory_shown"]) == 2  # the shipped entries, from a file of the demo's own
+    html = Path(shown["report"]).read_text()  # the report says which entries each proposal was shown
+    assert "harness memory: 2 entries shown to the proposer" in html and "this run added no entry" in html
+    assert html.count(shown["memory_shown"][0][:12]) >= 1 + shown["proposals"]
+    off = asyncio.run(run_demo(tmp_path / "off", "basic_arithmetic", model_spec=spec, memory=False))
+    assert off["memory_shown"] == []
+    assert hashlib.sha256(user.read_bytes()).hexdigest() == digest
+
+
 def test_demo_command_is_documented() -> None:
     from typer.testing import CliRunner
 
     from harnesslearn.cli import app
 
     r = CliRunner().invoke(app, ["demo", "--help"])
-    assert r.exit_code == 0 and "--family" in r.output and "--run-dir" in r.output
+    assert r.exit_code == 0 and "--family" in r.output and "--run-dir" in r.output and "--no-memory" in r.output

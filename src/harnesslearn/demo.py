@@ -78,8 +78,10 @@ def _shipped_memory(folder: Path) -> Path:
 
 
 async def run_demo(run_dir: str | Path | None = None, family: str | None = None, *, resume: bool = False,
-                   model_spec: str = DEMO_SOLVER) -> dict[str, Any]:
-    """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``."""
+                   model_spec: str = DEMO_SOLVER, memory: bool = True) -> dict[str, Any]:
+    """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``. The demo never
+    reads or writes the user's own harness memory: a memory model (``MEMORY_MODELS``) is shown the shipped
+    entries from a file of its own (unless ``memory`` is False), any other model none."""
     from harnesslearn.models import load_model
     from harnesslearn.tasks import load_task
 
@@ -93,8 +95,10 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
     model = load_model(model_spec)
     try:
         with tempfile.TemporaryDirectory(prefix="harnesslearn-demo-") as tmp:
-            if model_spec in MEMORY_MODELS:  # rebuilt the same on --resume: the same entries are shown
+            if memory and model_spec in MEMORY_MODELS:  # rebuilt the same on --resume: the same entries shown
                 settings = replace(settings, memory=True, memory_path=str(_shipped_memory(Path(tmp))))
+            else:
+                settings = replace(settings, memory=False, memory_path=None)
             result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
     finally:
         await model.aclose()

@@ -143,6 +143,10 @@ def demo(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
     model: Annotated[str, typer.Option(
         "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
+    memory: Annotated[bool, typer.Option(
+        "--memory/--no-memory", help="Show the Qwen demo's proposer the harness memory shipped with the package "
+        "(--no-memory: the same job without it, to see what the memory adds). The Gemma demo uses none; your "
+        "own memory is never read or written.")] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """The main job on the embedded model (local:gemma-3-270m as solver and proposer), ending in a report."""
@@ -151,7 +155,7 @@ def demo(
 
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
-    out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model))
+    out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model, memory=memory))
     human = (
         f"demo on rg:{out['family']} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
         f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"

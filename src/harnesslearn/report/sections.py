@@ -56,10 +56,18 @@ def summary(view: RunView) -> str:
                      td(z.get("score_J"), "num"), td(z.get("test_J"), "num")])
     cfg = [[td(k), td(json.dumps(v, default=str) if not isinstance(v, str) else v, "cell")]
            for k, v in sorted(view.config.items())]
+    shown, added = view.result.get("memory_shown") or [], view.result.get("memory_added")
+    memory = ""
+    if view.config.get("memory") is not None or shown or added:
+        memory = (f"<p>harness memory: {len(shown)} entr{'y' if len(shown) == 1 else 'ies'} shown to the proposer"
+                  + (f" ({esc(', '.join(_sid(e) for e in shown))})" if shown else "")
+                  + ("; this run added its best harness as entry " + f'<span class="hid">{esc(_sid(added))}</span>'
+                     if added else "; this run added no entry") + ".</p>")
     return (
         note
         + f"<p>strategy: <b>{esc(view.run.strategy or '–')}</b>, created {esc(view.run.created)}, "
         f"{len(view.proposals)} proposals, {sum(p.valid for p in view.proposals)} valid.</p>"
+        + memory
         + table(["harness", "id", "J score split", "J test split"], rows)
         + "<details><summary>run configuration</summary>"
         + table(["key", "value"], cfg, empty="no configuration recorded")
@@ -206,10 +214,11 @@ def proposals(view: RunView) -> str:
             f'<td class="{"st-ok" if p.valid else "st-bad"}">{"valid" if p.valid else "invalid"}</td>',
             td(p.reason or "", "cell"), td(p.detail or "", "cell"),
             f'<td class="hid">{esc(_sid(p.harness_id))}</td>',
+            f'<td class="hid">{esc(", ".join(_sid(m) for m in p.memory or []) or "–")}</td>',
             f"<td><details><summary>{len(raw)} chars</summary><pre>{esc(clip(raw, MAX_RAW))}</pre></details></td>",
         ])
-    return table(["round", "#", "parent", "parsed", "produced", "valid", "reason", "detail", "harness", "raw"],
-                 rows, empty="no proposals recorded")
+    return table(["round", "#", "parent", "parsed", "produced", "valid", "reason", "detail", "harness",
+                  "memory shown", "raw"], rows, empty="no proposals recorded")
 
 
 def budgets(view: RunView) -> str:
