@@ -4,7 +4,7 @@
 A few generators iterate over sets of strings, so their items depend on Python's per-process
 hash seed: the same (family, seed, index) gives a different problem in another process. Found by
 generating the first 8 items of every family under ``PYTHONHASHSEED=1`` and ``=2`` (see
-tests/test_tasks_rg.py). For those families items are made in a child with the hash seed pinned,
+tests/tasks/test_tasks_rg.py). For those families items are made in a child with the hash seed pinned,
 a batch at a time, which makes them the same in every process on the same Python version
 (not guaranteed across Python versions, whose set layout can change).
 

@@ -32,7 +32,7 @@ from harnesslearn.sandbox import (
 )
 from harnesslearn.tasks import load_task
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the helper modules
 SOLVER = f"python:{HERE / 'ray_solvers.py'}:arith"
 NEEDS_RAY = needs("ray", "ray")
 

@@ -23,7 +23,7 @@ import pytest
 from extras import needs, needs_true
 from llama_server import ServerProcess, free_port, llamacpp_argv
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the helper modules
 NEEDS_RAY = needs("ray", "ray")
 pytestmark = [NEEDS_RAY]
 

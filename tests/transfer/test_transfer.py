@@ -19,7 +19,7 @@ from harnesslearn.errors import UserError
 from harnesslearn.transfer import TransferSettings, collect, restore
 from harnesslearn.transfer.deadline import run_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_run_until_keeps_what_finished_and_cancels_the_rest_at_the_deadline() -> None:

@@ -21,7 +21,7 @@ from harnesslearn.training.config import (
 from harnesslearn.training.contexts import plan_contexts
 from harnesslearn.training.grpo import updates_layout
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KIND = {"sft_data": SFTDataConfig, "sft": SFTTrainConfig}
 CONFIGS = sorted((ROOT / "configs").glob("*/*.yaml"))
 

@@ -26,7 +26,7 @@ from harnesslearn.sandbox import Budgets, Executor, ExecutorConfig, RunRecord, S
 from harnesslearn.sandbox.launcher import children_of, processes_of_uid
 from harnesslearn.tasks import load_task
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hostile_harnesses import H  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")

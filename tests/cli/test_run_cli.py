@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOLVER = f"python:{ROOT / 'tests' / 'run_cli_solver.py'}:wrong"
 FIELDS = {"id", "score", "status", "answer", "calls", "tokens", "wall_s", "error"}
 
