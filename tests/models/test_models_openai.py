@@ -213,3 +213,55 @@ def test_a_200_whose_body_is_not_a_completion_is_an_infrastructure_fault(content
         assert m.stats()["retries"] >= 1
     finally:
         s.stop()
+
+
+def _body(chat: bool, choices, usage=None) -> dict:
+    return {"id": "x", "object": "chat.completion" if chat else "text_completion", "created": 0, "model": "m",
+            "choices": choices, **({"usage": usage} if usage is not None else {})}
+
+
+@pytest.mark.parametrize("chat,choices,why", [
+    (False, None, "not a completion"),
+    (False, "text", "not a completion"),
+    (False, [{"index": 0, "finish_reason": "stop"}], "without text"),
+    (False, [{"index": 0, "text": 5, "finish_reason": "stop"}], "not a string"),
+    (True, [{"index": 0, "finish_reason": "stop"}], "without a message"),
+    (True, [{"index": 0, "message": {"role": "assistant", "content": ["a", "b"]}}], "not a string"),
+])
+def test_a_200_whose_choices_are_not_completions_is_an_infrastructure_fault(chat, choices, why):
+    """Issue 33 item 9: no choices list, a choice without text or a message, text that is not a string: a
+    fault of the server (retried, then exit 1), never an empty answer scored 0."""
+    s = FakeOpenAIServer(lambda path, req: _body(chat, choices)).start()
+    try:
+        m = load_model("openai:gem", base_url=s.url, endpoint="chat" if chat else "completions", **FAST)
+        with pytest.raises(InfraError, match="BadResponse") as e:
+            run(m, GenerateRequest("hi"))
+        assert why in str(e.value.__cause__ or e.value) or why in str(e.value)
+        assert m.stats()["retries"] >= 1
+    finally:
+        s.stop()
+
+
+def test_bad_usage_numbers_are_estimated_and_the_text_kept():
+    usage = {"prompt_tokens": -5, "completion_tokens": "many", "total_tokens": None}
+    s = FakeOpenAIServer(lambda path, req: _body(False, [{"index": 0, "text": "four words of text",
+                                                          "finish_reason": "stop"}], usage)).start()
+    try:
+        (c,) = run(load_model("openai:gem", base_url=s.url, **FAST), GenerateRequest("a b c"))
+        assert c.texts == ["four words of text"] and c.prompt_tokens > 0 and c.completion_tokens > 0
+    finally:
+        s.stop()
+
+
+def test_an_oversized_reply_is_an_infrastructure_fault_of_its_own_not_retried():
+    from harnesslearn.models.openai_compat import MAX_REPLY_CHARS
+
+    big = "x" * (MAX_REPLY_CHARS + 1)
+    s = FakeOpenAIServer(lambda path, req: _body(False, [{"index": 0, "text": big, "finish_reason": "stop"}])).start()
+    try:
+        m = load_model("openai:gem", base_url=s.url, **FAST)
+        with pytest.raises(InfraError, match="oversized"):
+            run(m, GenerateRequest("hi"))
+        assert len(s.requests) == 1
+    finally:
+        s.stop()

@@ -75,11 +75,40 @@ async def _bad_body() -> AsyncIterator[None]:
         raise BadResponse(f"the server's answer is not JSON ({e.msg})") from None
 
 
-def _completion(resp: Any) -> Any:
-    """``resp`` when it is a completion object; a ``BadResponse`` when the body was something else."""
-    if not hasattr(resp, "choices"):
+# far above any reply we ask for (max_tokens x a few characters a token); a longer one is not a completion
+MAX_REPLY_CHARS = 4_000_000
+MAX_USAGE_TOKENS = 10**9
+
+
+def _texts(resp: Any, *, chat: bool) -> list[str]:
+    """The texts of a completion's choices. A body that is not one is a ``BadResponse`` (retried, then an
+    infrastructure fault, never a harness's answer): no ``choices`` list, a choice without ``text`` (or,
+    from the chat endpoint, without a ``message``), or text that is not a string; no choices at all is an
+    ``EmptyResponse``. A chat message with no content (``null``) is the empty answer it says. A reply longer
+    than ``MAX_REPLY_CHARS`` is an infrastructure fault of its own, not retried."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list):
         raise BadResponse(f"the server's answer is not a completion: {str(resp)[:120]!r}")
-    return resp
+    if not choices:
+        raise EmptyResponse("the server returned no choices")
+    texts = []
+    for c in choices:
+        text = getattr(getattr(c, "message", None), "content", None) if chat else getattr(c, "text", None)
+        if (getattr(c, "message", None) if chat else text) is None:
+            raise BadResponse(f"a choice without {'a message' if chat else 'text'}: {str(c)[:120]!r}")
+        if text is not None and not isinstance(text, str):
+            raise BadResponse(f"a choice whose text is not a string: {str(text)[:120]!r}")
+        texts.append(text or "")
+    size = sum(len(t) for t in texts)
+    if size > MAX_REPLY_CHARS:
+        raise InfraError(f"the server's reply is oversized: {size:,} characters (over {MAX_REPLY_CHARS:,})")
+    return texts
+
+
+def _tokens(usage: Any, name: str) -> int | None:
+    """A usage count the server reported, or None (then estimated) when it is missing or not a sane count."""
+    v = getattr(usage, name, None) if usage is not None else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_USAGE_TOKENS else None
 
 
 class OpenAIBackend(Backend):
@@ -142,14 +171,13 @@ class OpenAIBackend(Backend):
                 msgs = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
                 if self.prefill and msgs and msgs[-1].get("role") == "assistant":
                     params["extra_body"] = {"continue_final_message": True, "add_generation_prompt": False}
-                chat = _completion(await client.chat.completions.create(messages=msgs, **params))  # type: ignore[arg-type]
-                texts, usage = [c.message.content or "" for c in chat.choices], chat.usage
+                resp: Any = await client.chat.completions.create(messages=msgs, **params)  # type: ignore[arg-type]
+                texts = _texts(resp, chat=True)
             else:
-                comp = _completion(await client.completions.create(prompt=prompt_text(request.prompt), **params))
-                texts, usage = [c.text or "" for c in comp.choices], comp.usage  # type: ignore[assignment]
-        if not texts:
-            raise EmptyResponse("the server returned no choices")
-        return texts, (usage.prompt_tokens if usage else None), (usage.completion_tokens if usage else None)
+                resp = await client.completions.create(prompt=prompt_text(request.prompt), **params)
+                texts = _texts(resp, chat=False)
+        usage = getattr(resp, "usage", None)
+        return texts, _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
 
     def _on_fault(self, e: Exception, will_retry: bool, faults: list[str]) -> None:
         faults.append(type(e).__name__ if not isinstance(e, openai.APIStatusError) else f"HTTP {e.status_code}")
