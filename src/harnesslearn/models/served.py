@@ -73,9 +73,11 @@ class ServerProcess:
 
     def ready(self) -> bool:
         """One probe of ``/v1/models``; InfraError if the process has exited."""
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise InfraError(f"{self.name} exited with code {self.proc.returncode} before it was ready "
+        proc = self.proc
+        if proc is None:  # stopped (by a failed wait of another caller): no assert reachable from a model call
+            raise InfraError(f"{self.name} is not running (log {self.log}: {_tail(self.log)})")
+        if proc.poll() is not None:
+            raise InfraError(f"{self.name} exited with code {proc.returncode} before it was ready "
                              f"(log {self.log}: {_tail(self.log)})")
         try:
             with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harnesslearn.errors import MissingExtraError, UserError
+from harnesslearn.errors import InfraError, MissingExtraError, UserError
 from harnesslearn.models.base import Completion, GenerateRequest
 from harnesslearn.models.openai_compat import OpenAIBackend
 from harnesslearn.models.served import ServerProcess, free_port, vllm_argv
@@ -55,7 +56,8 @@ class VLLMBackend(OpenAIBackend):
                  ready_timeout: float = 600.0, log: str | None = None, served_name: str = "model",
                  timeout: float = 300.0, max_retries: int = 3, concurrency: int | None = None) -> None:
         if importlib.util.find_spec("vllm") is None:
-            raise MissingExtraError("model provider 'vllm'", "vllm", "vllm (GPU only; see experiments/device/)")
+            raise MissingExtraError("model provider 'vllm'", "vllm", "vllm (for a machine with an NVIDIA GPU; "
+                                    "experiments/device/ installs it on one)")
         if not (Path(name) / "config.json").is_file():
             raise UserError(f"vllm: {name!r} is not a transformers model folder (no config.json)")
         port = free_port()
@@ -72,15 +74,27 @@ class VLLMBackend(OpenAIBackend):
             port, name="vllm", log=Path(log) if log else None,
             env={"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
         self._up = False
+        self._warming = threading.Lock()  # one start for all the calls that arrive before the server is up
+        self._failed: str | None = None  # why the server did not come up: every later call fails with it
 
     def identity(self) -> str:
         return f"vllm:{self.model_path}#{self.name}"  # not the port: answers survive a restart
 
     def warm(self) -> None:
-        """Start the server and wait until it answers (minutes the first time: weights, compile, graphs)."""
-        if not self._up:
-            self.server.wait_ready(self.ready_timeout)
-            self._up = True
+        """Start the server and wait until it answers (minutes the first time: weights, compile, graphs).
+        A server that exits or never answers makes this call and every later one an InfraError with the
+        server's reason (the tail of its log): each problem of an evaluation is then an infrastructure
+        fault, never scored, and the server is not started again."""
+        with self._warming:
+            if self._failed is not None:
+                raise InfraError(self._failed)
+            if not self._up:
+                try:
+                    self.server.wait_ready(self.ready_timeout)
+                except InfraError as e:
+                    self._failed = f"the vllm: server for {self.model_path} did not come up: {e}"
+                    raise InfraError(self._failed) from None
+                self._up = True
 
     def chat_template(self) -> bool:
         return True
