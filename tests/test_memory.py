@@ -348,3 +348,37 @@ def test_an_entrys_note_is_flattened_and_capped_in_the_prompt_and_escaped_in_the
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["memory"] == str((tmp_path / "rel.sqlite").resolve())
+
+
+ZOO_SOLVER = '''
+from harnesslearn.errors import InfraError
+
+
+def fn(prompt, n=1, **kw):
+    text = prompt if isinstance(prompt, str) else "\\n".join(m.get("content", "") for m in prompt)
+    if "Python program" in text and BROKEN:  # the interpreter loop's requests: a server that is down
+        raise InfraError("the code model's server is down")
+    return ["First I think.\\nAnswer: 6"] * n
+'''
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_memory_add_zoo_stores_winners_and_on_an_infrastructure_failure_exits_1_storing_nothing(
+        tmp_path: Path, broken: bool) -> None:
+    """Issue 33 item 8: add-zoo's J must come from whole evaluations; with the interpreter loop's calls
+    failing as infrastructure, the command exits 1 and the memory stays empty (no entry on a partial J)."""
+    f = tmp_path / "solver.py"
+    f.write_text(f"BROKEN = {broken}\n" + ZOO_SOLVER)
+    mem = tmp_path / "m.sqlite"
+    p = cli("memory", "add-zoo", "--task", "rg:basic_arithmetic", "--solver", f"python:{f}:fn", "--n-score", "3",
+            "--memory-path", str(mem), "--json", env={**os.environ, "HARNESSLEARN_CACHE": "0"})
+    with Memory.open(mem) as m:
+        stored = m.entries()
+    if broken:
+        assert p.returncode == 1 and "infrastructure failure" in p.stderr and "zoo:interpreter_loop" in p.stderr
+        assert stored == [] and p.stderr.strip().count("\n") == 0
+    else:
+        assert p.returncode == 0, p.stderr[-2000:]
+        out = json.loads(p.stdout)
+        assert {r["name"] for r in out["rows"]} >= {"interpreter_loop", "reason_extract"}
+        assert sorted(e.origin for e in stored) == sorted(f"zoo:{r['name']}" for r in out["rows"] if r["stored"])

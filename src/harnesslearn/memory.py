@@ -318,22 +318,32 @@ def open_for(task: Any, *, enabled: bool, path: str | None, seed: int, sizes: Se
 async def add_zoo(mem: Memory, task: Any, executor: Any, *, solver: str, n_score: int = 8, seed: int = 0,
                   budgets: Any = None, only: Sequence[str] | None = None) -> dict[str, Any]:
     """Evaluate the task's seed and every zoo harness that applies on the score split; store each zoo
-    harness that strictly beats the seed there and passes the quality screen. Returns what happened."""
+    harness that strictly beats the seed there and passes the quality screen. Returns what happened.
+    Every evaluation must be whole: one with an infrastructure failure (a server down, a sandbox that
+    would not start) is an InfraError, raised before anything is stored, since its J would be
+    computed over part of the problems."""
     from harnesslearn import zoo
+    from harnesslearn.errors import InfraError
     from harnesslearn.evaluation import evaluate, improves
 
+    async def whole(h: Any, split: str, n: int, what: str) -> Any:
+        ev = await evaluate(h, task, split, n, seed, executor, budgets=budgets, progress=False)
+        if ev.infra_failures:
+            raise InfraError(f"{ev.infra_failures} of {n} problem(s) hit an infrastructure failure evaluating "
+                             f"{what} on {task.spec}; nothing was stored: fix the cause and run add-zoo again")
+        return ev
+
     seed_h = zoo.default_seed(task)
-    fb = await evaluate(seed_h, task, "feedback", 3, seed, executor, budgets=budgets, progress=False)
-    questions = [p.question for p in fb.problems]
-    seed_J = (await evaluate(seed_h, task, "score", n_score, seed, executor, budgets=budgets, progress=False)).J
-    rows, added = [], []
+    questions = [p.question for p in (await whole(seed_h, "feedback", 3, "the seed")).problems]
+    seed_J = (await whole(seed_h, "score", n_score, "the seed")).J
+    rows, entries = [], []
     for name in only or zoo.names(task):
         h = zoo.build(name, task, seed)
-        J = (await evaluate(h, task, "score", n_score, seed, executor, budgets=budgets, progress=False)).J
+        J = (await whole(h, "score", n_score, f"zoo:{name}")).J
         entry, rejected = candidate(task, h.source, seed_J=seed_J, J=J, questions=questions, solver=solver,
                                     note=zoo.ENTRIES[name].description, origin=f"zoo:{name}")
         rows.append({"name": name, "score_J": J, "beats_seed": improves(J, seed_J), "screen": rejected,
                      "stored": entry is not None})
-        if entry is not None:
-            added += mem.add(entry)
+        entries += [entry] if entry is not None else []
+    added = mem.add(entries) if entries else []
     return {"task": task.spec, "seed_score_J": seed_J, "n_score": n_score, "rows": rows, "added": added}
