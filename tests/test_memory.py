@@ -382,3 +382,53 @@ def test_memory_add_zoo_stores_winners_and_on_an_infrastructure_failure_exits_1_
         out = json.loads(p.stdout)
         assert {r["name"] for r in out["rows"]} >= {"interpreter_loop", "reason_extract"}
         assert sorted(e.origin for e in stored) == sorted(f"zoo:{r['name']}" for r in out["rows"] if r["stored"])
+
+
+def test_a_memory_write_that_fails_after_a_finished_adapt_is_a_warning_after_the_result(
+        tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 5: the run is finished and stored; a disk that fills while its best harness is added to
+    the memory leaves the result intact (memory_error says why) and the CLI warns after printing it."""
+    import asyncio
+    import sqlite3
+
+    from harnesslearn.adapt import adapt
+    from harnesslearn.cli.adapt import memory_warning
+    from harnesslearn.models import load_model
+    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.store import Store
+    from harnesslearn.tasks import load_task
+
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(60)]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    (tmp_path / "proposer.py").write_text(
+        "def propose(prompt, **kw):\n    return ('<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n'\n"
+        "            '    return str(eval(question.split(\":\")[-1]))\\n>>>>>>> REPLACE\\n')\n")
+
+    def full(self, entries):  # type: ignore[no-untyped-def]
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Memory, "add", full)
+    settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3,
+                             memory_path=str(tmp_path / "memory.sqlite"))
+
+    async def run() -> dict:
+        solver = load_model(f"python:{tmp_path / 'solver.py'}:solve")
+        try:
+            return (await adapt(load_task(f"jsonl:{tmp_path / 'a.jsonl'}?scorer=exact"), solver,
+                                load_model(f"python:{tmp_path / 'proposer.py'}:propose"), settings,
+                                run_dir=tmp_path / "run", progress=False)).to_json()
+        finally:
+            await solver.aclose()
+
+    out = asyncio.run(run())
+    assert out["score_J"] == 1.0 and out["memory_added"] is None and "disk is full" in out["memory_error"]
+    with Store.open(tmp_path / "run", create=False) as st:
+        (r,) = [r for r in st.runs() if r.id == "sequential"]
+        assert r.status == "done" and r.result["memory_error"] == out["memory_error"]
+    capsys.readouterr()
+    memory_warning(out)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "done and stored" in err and "disk is full" in err
+    memory_warning({**out, "memory_error": None})
+    assert capsys.readouterr().err == ""

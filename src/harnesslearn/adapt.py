@@ -35,6 +35,7 @@ down, or a ``python:`` function that raises): nothing is recorded for that propo
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -114,11 +115,12 @@ class AdaptResult:
     zoo: list[dict[str, Any]] | None = None  # --zoo-baselines: each zoo harness's score and test J
     memory_shown: list[str] = field(default_factory=list)  # ids of the memory entries the proposer saw
     memory_added: str | None = None  # the id of this run's entry, when its best beat the seed
+    memory_error: str | None = None  # why adding that entry failed (disk full, ...): the run itself is done
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("oracle", "compare", "zoo"):
+        for key in ("oracle", "compare", "zoo", "memory_error"):
             if out[key] is None:
                 del out[key]
         out["wall_s"] = round(self.wall_s, 3)
@@ -399,8 +401,9 @@ async def _remember(mem: Memory, loop: Loop, seed_h: Harness, best: Harness, sol
         if rejected and improves(best_J, seed_J):
             _log(f"[adapt] memory: best harness not stored ({', '.join(rejected)})")
         return None
-    _log(f"[adapt] memory: stored {entry.id} (score J {seed_J} -> {best_J}) in {mem.path}")
-    return mem.add(entry)[0]
+    added = mem.add(entry)[0]
+    _log(f"[adapt] memory: stored {entry.id} (score J {seed_J} -> {best_J}) in {mem.path}")  # after the write
+    return added
 
 
 async def adapt(
@@ -468,7 +471,10 @@ async def adapt(
             results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
             results[name].memory_shown = [e.id for e in shown]
             if mem is not None:
-                results[name].memory_added = await _remember(mem, loop, seed_h, best, solver.spec)
+                try:
+                    results[name].memory_added = await _remember(mem, loop, seed_h, best, solver.spec)
+                except (sqlite3.Error, OSError, UserError) as e:  # the run is finished and stored: only warn
+                    results[name].memory_error = f"{type(e).__name__}: {e}"
                 store.finish_run(name, results[name].to_json())
             if s.zoo_baselines and name == names[0]:
                 results[name].zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts

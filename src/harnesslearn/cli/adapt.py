@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -123,6 +124,15 @@ def adapt(
         human += (f"\n  zoo:{z['name']:<18} score J {j(z['score_J'])}  test J {j(z['test_J'])}"
                   + ("  (best zoo harness on the score split)" if z["best"] else ""))
     emit(out, as_json, human)
+    memory_warning(out)
+
+
+def memory_warning(out: dict[str, Any]) -> None:
+    """After the result: one warning line when the finished run's best harness could not be added to the
+    harness memory (the run is stored and its result printed; exit status 0)."""
+    if out.get("memory_error"):
+        sys.stderr.write(f"harnesslearn: warning: the run is done and stored, but its best harness was not added "
+                         f"to the harness memory ({out['memory_error']})\n")
 
 
 def _verdict(out: dict[str, Any]) -> str:
@@ -161,6 +171,7 @@ def demo(
         f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"
     )
     emit(out, as_json, human)
+    memory_warning(out)
 
 
 # report (E2): the HTML report of a run directory
