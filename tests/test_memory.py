@@ -432,3 +432,104 @@ def test_a_memory_write_that_fails_after_a_finished_adapt_is_a_warning_after_the
     assert err.count("\n") == 1 and "done and stored" in err and "disk is full" in err
     memory_warning({**out, "memory_error": None})
     assert capsys.readouterr().err == ""
+
+
+def _foreign_databases(tmp_path: Path) -> dict[str, Path]:
+    """A run store, a response cache and an unrelated SQLite file, each real."""
+    import sqlite3
+
+    from harnesslearn.models.cache import ResponseCache
+    from harnesslearn.store import Store
+
+    with Store.open(tmp_path / "run"):
+        pass
+    cache = tmp_path / "responses.sqlite"
+    ResponseCache(cache).close()
+    other = tmp_path / "other.sqlite"
+    c = sqlite3.connect(other)
+    c.execute("CREATE TABLE entries (id TEXT, payload BLOB)")  # a table of the same name, not ours
+    c.commit()
+    c.close()
+    return {"run store": tmp_path / "run" / "runs.sqlite", "response cache": cache, "other": other}
+
+
+@pytest.mark.parametrize("kind", ["run store", "response cache", "other"])
+def test_a_database_that_is_not_a_memory_is_refused_and_left_byte_identical(tmp_path: Path, kind: str) -> None:
+    """Issue 33 item 1: the memory file has an identity (SQLite application_id); any other database given as
+    --memory-path is "not a memory file", exit 2, one line, for reads and writes, and is not touched."""
+    import hashlib
+
+    db = _foreign_databases(tmp_path)[kind]
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    for args in (("memory", "list"), ("memory", "export"), ("memory", "import", "-")):
+        r = cli(*args, "--memory-path", str(db), stdin="")
+        assert r.returncode == 2 and "not a memory file" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_a_memory_made_before_the_mark_still_opens_and_gets_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    from harnesslearn.memory import APPLICATION_ID, SCHEMA
+
+    old = tmp_path / "old.sqlite"
+    c = sqlite3.connect(old)
+    c.execute(SCHEMA)
+    c.commit()
+    c.close()
+    with Memory.open(old) as mem:
+        mem.add(entry())
+    c = sqlite3.connect(old)
+    assert c.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    c.close()
+
+
+@pytest.mark.parametrize("column,sql,why", [
+    ("examples", "'not json'", "Expecting value"), ("examples", """'{"a": 1}'""", "not a list of strings"),
+    ("score_J", "'high'", "score_J is not a number"), ("source", "X'00FF'", "text column"),
+])
+def test_a_malformed_entry_is_the_damaged_line_for_every_read(tmp_path: Path, column: str, sql: str, why: str) -> None:
+    """Issue 33 item 1: a JSON column that does not parse, a score that is not a number, bytes where text
+    belongs: `memory list/export/show` and adapt's retrieval say "damaged" in one line, no traceback."""
+    import sqlite3
+
+    mem_path = tmp_path / "m.sqlite"
+    with Memory.open(mem_path) as mem:
+        mem.add(entry())
+    c = sqlite3.connect(mem_path)
+    c.execute(f"UPDATE entries SET {column} = {sql}")
+    c.commit()
+    c.close()
+    for args in (("memory", "list"), ("memory", "export"), ("memory", "show", "a")):
+        r = cli(*args, "--memory-path", str(mem_path))
+        assert r.returncode == 2 and "damaged" in r.stderr and why in r.stderr, (args, r.stderr)
+        assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    with Memory.open(mem_path) as mem, pytest.raises(UserError, match="damaged"):
+        mem.retrieve("rg:lcm", "Find the least common multiple")  # the adapt path
+
+
+def test_nothing_is_written_into_a_memory_whose_pages_are_damaged(tmp_path: Path) -> None:
+    import hashlib
+
+    mem_path = tmp_path / "m.sqlite"
+    with Memory.open(mem_path) as mem:
+        mem.add([entry(task=f"rg:t{i}", source=seed_source("minimal") + f"\n# {'x' * 9000} {i}\n") for i in range(12)])
+    with Memory.open(mem_path):
+        pass  # checkpointed into the main file on the last close
+    data = bytearray(mem_path.read_bytes())
+    page = 4096
+    assert len(data) > 3 * page
+    # an overflow page (a long source's continuation: no b-tree type byte) gets a next-page pointer beyond
+    # the file: COUNT(*) at open never follows it, SQLite's quick_check does
+    overflow = [i for i in range(1, len(data) // page) if data[i * page] not in (0x02, 0x05, 0x0A, 0x0D)
+                and int.from_bytes(data[i * page: i * page + 4], "big") != 0]
+    assert overflow
+    data[overflow[0] * page: overflow[0] * page + 4] = (0x7FFFFFF0).to_bytes(4, "big")
+    mem_path.write_bytes(bytes(data))
+    before = hashlib.sha256(mem_path.read_bytes()).hexdigest()
+    with Memory.open(tmp_path / "src.sqlite") as src:
+        src.add(entry(task="rg:new"))
+        line = export_jsonl(src)
+    r = cli("memory", "import", "-", "--memory-path", str(mem_path), stdin=line)
+    assert r.returncode == 2 and "damaged" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    assert hashlib.sha256(mem_path.read_bytes()).hexdigest() == before

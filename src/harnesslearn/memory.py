@@ -37,6 +37,9 @@ from harnesslearn.sqlitewal import connect_wal
 OFF = {"0", "off", "false", "no", ""}
 MIN_LEAK_CHARS = 4
 MAX_EXAMPLES = 3
+APPLICATION_ID = 0x484C6D65  # "HLme" in the SQLite header (PRAGMA application_id): this file is a memory
+COLUMNS = ("id", "task", "description", "examples", "source", "score_J", "seed_J", "solver", "date", "note",
+           "origin")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     id TEXT PRIMARY KEY,
@@ -128,12 +131,14 @@ class Memory:
             raise UserError("the harness memory is turned off (HARNESSLEARN_MEMORY=0)")
         if p.exists() and not p.is_file():
             raise UserError(f"memory {p} is not a file")
+        _identify(p)  # reading only: a file that is not a memory is refused before anything is written
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = connect_wal(p, (SCHEMA, "SELECT COUNT(*) FROM entries"))
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:  # new, or made before the mark
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         except sqlite3.DatabaseError as e:
-            raise UserError(f"memory {p} is damaged or not a memory file ({e}); move it away or remove it "
-                            "(`harnesslearn memory export` first if it still reads)") from None
+            raise _damaged(p, e) from None
         except OSError as e:
             raise UserError(f"cannot open memory {p}: {e.strerror or e}") from None
         return cls(p, conn)
@@ -151,6 +156,7 @@ class Memory:
     def add(self, entries: Entry | Iterable[Entry]) -> list[str]:
         """Store entries (an entry already present, same task and source, is replaced); their ids."""
         rows = [entries] if isinstance(entries, Entry) else list(entries)
+        self._check_integrity()
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             for e in rows:
@@ -166,6 +172,7 @@ class Memory:
 
     def remove(self, entry_id: str) -> Entry:
         e = self.get(entry_id)
+        self._check_integrity()
         try:
             self.conn.execute("DELETE FROM entries WHERE id = ?", (e.id,))
         except sqlite3.Error as err:
@@ -173,11 +180,39 @@ class Memory:
         return e
 
     # ------------------------------------------------------------ reads
+    def _check_integrity(self) -> None:
+        """Nothing is written into a file whose pages SQLite finds damaged (``PRAGMA quick_check``)."""
+        try:
+            problems = [r[0] for r in self.conn.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as e:
+            raise _damaged(self.path, e) from None
+        if problems != ["ok"]:
+            raise _damaged(self.path, problems[0])
+
     def entries(self) -> list[Entry]:
-        rows = self.conn.execute("SELECT task, description, examples, source, score_J, seed_J, solver, date, note, "
-                                 "origin FROM entries ORDER BY date, task, id").fetchall()
-        return [Entry(task=r[0], description=r[1], examples=tuple(json.loads(r[2])), source=r[3], score_J=r[4],
-                      seed_J=r[5], solver=r[6], date=r[7], note=r[8], origin=r[9]) for r in rows]
+        """Every entry; a malformed page, a JSON column that does not parse or a score that is not a number
+        is the one "damaged" line (UserError), never a traceback."""
+        try:
+            rows = self.conn.execute("SELECT id, task, description, examples, source, score_J, seed_J, solver, date, "
+                                     "note, origin FROM entries ORDER BY date, task, id").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise _damaged(self.path, e) from None
+        out = []
+        for r in rows:
+            try:
+                examples = json.loads(r[3])
+                if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
+                    raise ValueError("examples are not a list of strings")
+                for name, v in (("score_J", r[5]), ("seed_J", r[6])):
+                    if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v != v):
+                        raise ValueError(f"{name} is not a number: {v!r}")
+                if not all(isinstance(x, str) for x in (r[1], r[2], r[4], r[7], r[8], r[9], r[10])):
+                    raise ValueError("a text column holds something else")
+            except ValueError as e:
+                raise _damaged(self.path, f"entry {str(r[0])[:12]!r}: {e}") from None
+            out.append(Entry(task=r[1], description=r[2], examples=tuple(examples), source=r[4], score_J=r[5],
+                             seed_J=r[6], solver=r[7], date=r[8], note=r[9], origin=r[10]))
+        return out
 
     def get(self, entry_id: str) -> Entry:
         """An entry by its id or a unique prefix of it (UserError otherwise)."""
@@ -211,6 +246,38 @@ class Memory:
 
 
 SHIPPED = Path(__file__).resolve().parent / "seeds" / "memory" / "paper_train.jsonl"  # built from paper-train only
+
+
+def _damaged(p: Path, why: Any) -> UserError:
+    return UserError(f"memory {p} is damaged ({why}); move it away or remove it (`harnesslearn memory export` "
+                     "first if it still reads)")
+
+
+def _identify(p: Path) -> None:
+    """Refuse, opening the file read-only, what is not a memory: a database with our mark
+    (``APPLICATION_ID``) is one; an unmarked one is one only if it holds just the ``entries`` table with
+    our columns (a memory made before the mark) or nothing at all. A run store, the response cache or any
+    other database given as a memory path is "not a memory file" and stays byte-identical."""
+    if not p.is_file() or p.stat().st_size == 0:
+        return
+    try:
+        conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            cols = tuple(r[1] for r in conn.execute("PRAGMA table_info(entries)"))
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        if "not a database" in str(e) or "file is not" in str(e):
+            raise UserError(f"{p} is not a memory file (not a SQLite database); give --memory-path a memory file "
+                            "or a new path") from None
+        raise _damaged(p, e) from None
+    if app == APPLICATION_ID or (app == 0 and (tables == ["entries"] and cols == COLUMNS or not tables)):
+        return
+    raise UserError(f"{p} is not a memory file (a SQLite database with "
+                    f"{'the tables ' + ', '.join(tables) if tables else 'another application id'}); give "
+                    "--memory-path a memory file or a new path")
 
 
 def load_shipped(mem: Memory) -> int:
