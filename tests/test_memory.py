@@ -533,3 +533,88 @@ def test_nothing_is_written_into_a_memory_whose_pages_are_damaged(tmp_path: Path
     r = cli("memory", "import", "-", "--memory-path", str(mem_path), stdin=line)
     assert r.returncode == 2 and "damaged" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
     assert hashlib.sha256(mem_path.read_bytes()).hexdigest() == before
+
+
+def _as_user(tmp_root: Path) -> dict:
+    """subprocess keywords that run a command as an unprivileged user when the tests run as root (root
+    ignores file modes: a read-only file is only read-only to someone else), and the folder it may use."""
+    tmp_root.chmod(0o755)
+    if os.geteuid() != 0:
+        return {}
+    kw = {"user": 65534, "group": 65534, "extra_groups": []}
+    try:  # an interpreter in root's home (pyenv) cannot be run by anyone else: then stay root
+        subprocess.run([sys.executable, "-c", "0"], cwd=tmp_root, timeout=60, check=True, **kw)
+    except (PermissionError, subprocess.CalledProcessError):
+        return {}
+    return kw
+
+
+def test_memory_read_commands_work_on_a_read_only_memory_and_create_nothing(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 2: list/show/export read a memory in a read-only file and folder, as someone who
+    cannot write there; on a path with no memory yet they read it as empty and create no file or folder."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir="/tmp", prefix="hl-ro-"))
+    try:
+        kw = _as_user(root)
+        folder = root / "mem"
+        folder.mkdir()
+        with Memory.open(folder / "m.sqlite") as mem:
+            (eid,) = mem.add(entry())
+        (folder / "m.sqlite").chmod(0o444)
+        folder.chmod(0o555)
+        cache = root / "cache"
+        cache.mkdir()
+        cache.chmod(0o777)
+        env = {**os.environ, "HARNESSLEARN_CACHE_DIR": str(cache), "HOME": str(cache)}
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "harnesslearn.cli", "memory", *args], capture_output=True,
+                                  text=True, env=env, cwd=root, timeout=120, **kw)
+
+        before = sorted(p.name for p in folder.iterdir())
+        listed = run("list", "--json", "--memory-path", str(folder / "m.sqlite"))
+        assert listed.returncode == 0, listed.stderr
+        assert [e["id"] for e in json.loads(listed.stdout)["entries"]] == [eid]
+        assert run("show", eid[:8], "--memory-path", str(folder / "m.sqlite")).returncode == 0
+        assert eid in run("export", "--memory-path", str(folder / "m.sqlite")).stdout
+        assert sorted(p.name for p in folder.iterdir()) == before  # no -wal or -shm left behind
+        nowhere = root / "no" / "such" / "m.sqlite"
+        empty = run("list", "--json", "--memory-path", str(nowhere))
+        assert empty.returncode == 0 and json.loads(empty.stdout)["entries"] == [] and not (root / "no").exists()
+        # writing is refused for what it is: read-only, not "damaged"; an unwritable folder names --no-memory
+        imp = run("import", "-", "--memory-path", str(folder / "m.sqlite"))
+        if kw:
+            assert imp.returncode == 2 and "read-only" in imp.stderr and "damaged" not in imp.stderr, imp.stderr
+            new = run("import", "-", "--memory-path", str(folder / "new.sqlite"))
+            assert new.returncode == 2 and "not writable" in new.stderr and "--no-memory" in new.stderr
+            assert not (folder / "new.sqlite").exists()
+    finally:
+        for p in (root / "mem", root):
+            if p.exists():
+                p.chmod(0o755)
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_blank_memory_path_is_refused() -> None:
+    r = cli("memory", "list", "--memory-path", "  ")
+    assert r.returncode == 2 and "must not be empty" in r.stderr
+
+
+def test_a_full_disk_while_writing_the_memory_is_exit_1_not_damaged(tmp_path: Path) -> None:
+    """A disk that fills during a memory write exits 1 with the CLI's disk-full line (README), not 'damaged'."""
+    f = tmp_path / "full.py"
+    f.write_text("from harnesslearn import memory\n"
+                 "def cap(self):\n"  # the file may not grow: SQLite's own SQLITE_FULL on the next page needed
+                 "    n = self.conn.execute('PRAGMA page_count').fetchone()[0]\n"
+                 "    self.conn.execute(f'PRAGMA max_page_count = {n}')\n"
+                 "memory.Memory._check_integrity = cap\n"
+                 "from harnesslearn.cli import main\nmain()\n")
+    with Memory.open(tmp_path / "src.sqlite") as src:
+        src.add(entry(source=seed_source("minimal") + "\n# " + "x" * 20000 + "\n"))
+        line = export_jsonl(src)
+    r = subprocess.run([sys.executable, str(f), "memory", "import", "-", "--memory-path", str(tmp_path / "m.sqlite")],
+                       capture_output=True, text=True, input=line, timeout=120)
+    assert r.returncode == 1 and "disk full" in r.stderr and "damaged" not in r.stderr, r.stderr

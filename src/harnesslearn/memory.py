@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.errors import UserError
+from harnesslearn.errors import UserError, disk_full
 from harnesslearn.sqlitewal import connect_wal
 
 OFF = {"0", "off", "false", "no", ""}
@@ -125,21 +125,42 @@ class Memory:
         self.path, self.conn = path, conn
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> Memory:
+    def open(cls, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> Memory:
+        """The memory at ``path`` (default: ``default_path()``). ``readonly``: for the commands that only read
+        (list, show, export): nothing is created or written, a read-only file or folder is fine, and a memory
+        that does not exist yet reads as empty. Open errors say what they are; only a file SQLite finds
+        malformed is called damaged."""
+        if path is not None and not str(path).strip():
+            raise UserError("--memory-path must not be empty")
         p = Path(path) if path is not None else default_path()
         if p is None:
             raise UserError("the harness memory is turned off (HARNESSLEARN_MEMORY=0)")
         if p.exists() and not p.is_file():
             raise UserError(f"memory {p} is not a file")
         _identify(p)  # reading only: a file that is not a memory is refused before anything is written
+        if readonly:
+            return cls(p, _read_only(p))
+        if not p.exists():
+            folder = next((d for d in (p.parent, *p.parent.parents) if d.exists()), None)
+            if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+                raise UserError(f"cannot create memory {p}: the folder {folder} is not writable (set "
+                                "--memory-path or HARNESSLEARN_MEMORY to a writable place, or --no-memory)")
+        elif not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK | os.X_OK):
+            raise UserError(f"cannot write memory {p}: {'the file' if not os.access(p, os.W_OK) else 'its folder'} "
+                            "is read-only (`memory list/show/export` still read it; adapt needs --no-memory or a "
+                            "writable --memory-path)")
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             conn = connect_wal(p, (SCHEMA, "SELECT COUNT(*) FROM entries"))
             if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:  # new, or made before the mark
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         except sqlite3.DatabaseError as e:
+            if disk_full(e):
+                raise
             raise _damaged(p, e) from None
         except OSError as e:
+            if disk_full(e):
+                raise
             raise UserError(f"cannot open memory {p}: {e.strerror or e}") from None
         return cls(p, conn)
 
@@ -167,6 +188,8 @@ class Memory:
         except sqlite3.Error as e:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if disk_full(e):
+                raise
             raise UserError(f"cannot write memory {self.path}: {e} (nothing was written)") from None
         return [e.id for e in rows]
 
@@ -248,6 +271,38 @@ class Memory:
 SHIPPED = Path(__file__).resolve().parent / "seeds" / "memory" / "paper_train.jsonl"  # built from paper-train only
 
 
+def _read_only_queries(p: Path) -> tuple[str, ...]:
+    """How to open ``p`` without writing: with no write-ahead log pending the file is all there is, so it is
+    read as immutable (SQLite then creates no -wal/-shm beside it); with one, a plain read-only connection
+    reads the log too (the immutable one stays the fallback for a read-only folder)."""
+    wal = p.with_name(p.name + "-wal")
+    pending = wal.is_file() and wal.stat().st_size > 0
+    return ("?mode=ro", "?mode=ro&immutable=1") if pending else ("?mode=ro&immutable=1",)
+
+
+def _read_only(p: Path) -> sqlite3.Connection:
+    """A connection that never writes: the file read-only (``immutable`` where even the WAL index cannot be
+    created, in a read-only folder), or an empty in-memory memory when there is no file yet."""
+    if not p.exists():
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute(SCHEMA)
+        return conn
+    uri = p.resolve().as_uri()
+    for query in _read_only_queries(p):
+        try:
+            conn = sqlite3.connect(uri + query, uri=True, timeout=30.0, isolation_level=None)
+            conn.execute("SELECT COUNT(*) FROM entries").fetchall()
+            return conn
+        except sqlite3.OperationalError as e:
+            last: sqlite3.Error = e
+            if "unable to open" not in str(e) and "readonly" not in str(e):
+                break
+        except sqlite3.DatabaseError as e:
+            last = e
+            break
+    raise _damaged(p, last)
+
+
 def _damaged(p: Path, why: Any) -> UserError:
     return UserError(f"memory {p} is damaged ({why}); move it away or remove it (`harnesslearn memory export` "
                      "first if it still reads)")
@@ -261,7 +316,7 @@ def _identify(p: Path) -> None:
     if not p.is_file() or p.stat().st_size == 0:
         return
     try:
-        conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        conn = sqlite3.connect(p.resolve().as_uri() + _read_only_queries(p)[0], uri=True, timeout=30.0)
         try:
             app = conn.execute("PRAGMA application_id").fetchone()[0]
             tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))

@@ -18,10 +18,10 @@ MemoryPathOpt = Annotated[str | None, typer.Option(
     "--memory-path", help="The memory file (default: $HARNESSLEARN_MEMORY, else memory.sqlite in the cache folder).")]
 
 
-def _memory(path: str | None) -> Any:
+def _memory(path: str | None, *, readonly: bool = False) -> Any:
     from harnesslearn.memory import Memory
 
-    return Memory.open(path)
+    return Memory.open(path, readonly=readonly)
 
 
 def printable(text: str) -> str:
@@ -42,7 +42,7 @@ def _entry_line(e: Any) -> str:
 @memory_app.command("list")
 def memory_list(path: MemoryPathOpt = None, as_json: JsonOpt = False) -> None:
     """List the entries (id, task, score-split gain over the seed, origin, note)."""
-    with _memory(path) as mem:
+    with _memory(path, readonly=True) as mem:
         entries = mem.entries()
         out = {"memory": str(mem.path), "entries": [{k: v for k, v in e.to_json().items() if k != "source"}
                                                     for e in entries]}
@@ -53,7 +53,7 @@ def memory_list(path: MemoryPathOpt = None, as_json: JsonOpt = False) -> None:
 def memory_show(entry: Annotated[str, typer.Argument(help="An entry id (or a unique prefix of one).")],
                 path: MemoryPathOpt = None, as_json: JsonOpt = False) -> None:
     """One entry in full, with its harness source."""
-    with _memory(path) as mem:
+    with _memory(path, readonly=True) as mem:
         e = mem.get(entry)
     human = (f"{_entry_line(e)}\ntask: {e.task}\nsolver: {e.solver}  date: {e.date}  score J {e.seed_J} -> {e.score_J}\n"
              f"examples:\n" + "\n".join(f"  - {q[:200]}" for q in e.examples) + f"\n\n{e.source}")
@@ -75,7 +75,7 @@ def memory_export(out: Annotated[str | None, typer.Option("-o", "--out", help="W
     """Every entry as JSON lines (to stdout, or to a file written atomically)."""
     from harnesslearn.memory import export_jsonl
 
-    with _memory(path) as mem:
+    with _memory(path, readonly=True) as mem:
         text = export_jsonl(mem)
     if out is None:
         sys.stdout.write(text)
