@@ -618,3 +618,48 @@ def test_a_full_disk_while_writing_the_memory_is_exit_1_not_damaged(tmp_path: Pa
     r = subprocess.run([sys.executable, str(f), "memory", "import", "-", "--memory-path", str(tmp_path / "m.sqlite")],
                        capture_output=True, text=True, input=line, timeout=120)
     assert r.returncode == 1 and "disk full" in r.stderr and "damaged" not in r.stderr, r.stderr
+
+
+def test_resume_needs_the_memory_entries_the_run_was_shown(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 3: the entries shown (ids and a digest of what the prompt shows of them) are part of a
+    run's record; resuming with a memory that would show others, or with HARNESSLEARN_MEMORY=0 (taken as
+    --no-memory), is refused in one line; the same memory resumes."""
+    import asyncio
+
+    from harnesslearn.adapt import adapt
+    from harnesslearn.models import load_model
+    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.tasks import load_task
+
+    rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(60)]
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "solver.py").write_text("def solve(prompt, **kw):\n    return '0'\n")
+    (tmp_path / "proposer.py").write_text("def propose(prompt, **kw):\n    return 'no edit'\n")
+    memory = tmp_path / "memory.sqlite"
+    with Memory.open(memory) as mem:
+        mem.add(entry(task="rg:gcd", description="Compute a sum of two integers"))
+    monkeypatch.setenv("HARNESSLEARN_MEMORY", str(memory))
+    settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory_k=2)
+
+    def run(resume: bool) -> dict:
+        async def go() -> dict:
+            solver = load_model(f"python:{tmp_path / 'solver.py'}:solve")
+            try:
+                return (await adapt(load_task(f"jsonl:{tmp_path / 'b.jsonl'}?scorer=exact"), solver,
+                                    load_model(f"python:{tmp_path / 'proposer.py'}:propose"), settings,
+                                    run_dir=tmp_path / "run", resume=resume, progress=False)).to_json()
+            finally:
+                await solver.aclose()
+        return asyncio.run(go())
+
+    first = run(False)
+    assert len(first["memory_shown"]) == 1
+    assert run(True)["memory_shown"] == first["memory_shown"]  # the same memory: resumes
+    with Memory.open(memory) as mem:  # another entry the prompt would now show
+        mem.add(entry(task="rg:lcm", description="Compute the sum of integers"))
+    with pytest.raises(UserError, match="would show other entries") as e:
+        run(True)
+    assert "\n" not in str(e.value)
+    monkeypatch.setenv("HARNESSLEARN_MEMORY", "0")
+    with pytest.raises(UserError, match="--memory/--no-memory .recorded True, now False"):
+        run(True)

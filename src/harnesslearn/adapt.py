@@ -319,7 +319,12 @@ def _open_run(store: Store, run_id: str, identity: dict[str, str], settings: Ada
         store.create_run(run_id, config, strategy=run_id)
         return
     old = existing.config
-    diff = [f"{k} (recorded {old.get(k)!r}, now {v!r})" for k, v in identity.items() if old.get(k) != v]
+    diff = [f"{k} (recorded {old.get(k)!r}, now {v!r})" for k, v in identity.items()
+            if old.get(k) != v and (k in old or k != "memory_shown")]  # runs made before it was recorded
+    if any(d.startswith("memory_shown") for d in diff):
+        diff = [d for d in diff if not d.startswith("memory_shown")] + [
+            "the harness memory would show other entries than the run saw (an entry added, removed or changed, "
+            "or another memory file); resume with the memory it had, or start a new run"]
     diff += settings.changes(old)
     if diff:
         raise UserError(f"cannot resume {store.run_dir}: settings differ from the recorded run: {'; '.join(diff)}")
@@ -439,10 +444,14 @@ async def adapt(
     seed_h = seed_harness or default_seed(task)
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
-    from harnesslearn.memory import open_for
+    from harnesslearn.memory import default_path, fingerprint, open_for
 
+    if s.memory and s.memory_path is None and default_path() is None:  # HARNESSLEARN_MEMORY=0: as --no-memory
+        s = replace(s, memory=False)
     mem, shown = open_for(task, enabled=s.memory, path=s.memory_path, seed=s.seed,
                           sizes=(s.n_feedback, s.n_score, s.n_test), k=s.memory_k)
+    # the entries every prompt shows are part of the run's inputs: a resumed run must be shown the same
+    identity["memory_shown"] = fingerprint(shown)
     if shown:
         _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
     store = Store.open(rd, lock=True)

@@ -349,6 +349,15 @@ def answers(answer: Any) -> list[str]:
     return [str(answer)]
 
 
+def fingerprint(entries: Sequence[Entry]) -> str:
+    """The entries a prompt shows, as a run records them: each id with a digest of everything the prompt
+    shows of it ("" for none). Two memories that show the same entries give the same fingerprint."""
+    def shown(e: Entry) -> str:  # what propose.prompt.render_memory puts in the prompt
+        return json.dumps([e.task, e.description, e.note, e.seed_J, e.score_J, e.source])
+
+    return ",".join(f"{e.id}:{hashlib.sha256(shown(e).encode()).hexdigest()[:12]}" for e in entries)
+
+
 def shown_for(mem: Memory, task: Any, seed: int, sizes: Sequence[int], k: int) -> list[Entry]:
     """The ``k`` entries a task's proposer is shown: the most similar of OTHER tasks to its description and
     first feedback questions, none holding a gold answer of its feedback, score and test splits (``sizes``:
