@@ -26,3 +26,9 @@ def needs_true(ok: bool, extra: str) -> pytest.MarkDecorator:
 def require(module: str) -> ModuleType:
     """``pytest.importorskip`` outside CI; a plain import (an error when missing) in CI."""
     return importlib.import_module(module) if IN_CI else pytest.importorskip(module)
+
+
+# A real-model test is bounded by its work (problems, tokens, calls, each stated in the test), never by the
+# wall clock: a fresh suite on 2 busy cores ran 38 minutes and a Qwen test hit its 900 s limit doing the
+# same work. A subprocess's timeout is only there to catch a hang.
+HANG_S = 3600

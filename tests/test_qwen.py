@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from extras import needs, needs_true
+from extras import HANG_S, needs, needs_true
 from llama_server import llama_server
 
 from harnesslearn.models import GenerateRequest, embedded, load_model
@@ -75,7 +75,7 @@ def _run(harness: str, n: int) -> dict:
     r = subprocess.run(
         [sys.executable, "-m", "harnesslearn.cli", "run", harness, "--task", "rg:gcd", "--solver", f"local:{QWEN}",
          "--n", str(n), "--concurrency", "1", "--json"],
-        capture_output=True, text=True, timeout=900, cwd=ROOT,
+        capture_output=True, text=True, timeout=HANG_S, cwd=ROOT,  # the work: n problems, 300 tokens a call
         env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"},
     )
     assert r.returncode == 0, r.stderr[-2000:]
@@ -100,7 +100,7 @@ def test_the_qwen_demo_shows_the_shipped_memory_and_its_proposer_borrows_from_it
 
     rd = tmp_path / "demo"
     p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "demo", "--model", f"local:{QWEN}", "--run-dir",
-                        str(rd), "--json"], capture_output=True, text=True, timeout=1500,
+                        str(rd), "--json"], capture_output=True, text=True, timeout=HANG_S,
                        env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout)
