@@ -46,6 +46,8 @@ def test_demo_never_reads_or_writes_the_users_memory_and_no_memory_turns_the_shi
     html = Path(shown["report"]).read_text()  # the report says which entries each proposal was shown
     assert "harness memory: 2 entries shown to the proposer" in html and "this run added no entry" in html
     assert html.count(shown["memory_shown"][0][:12]) >= 1 + shown["proposals"]
+    again = asyncio.run(run_demo(tmp_path / "mem", "basic_arithmetic", model_spec=spec, resume=True))
+    assert again["memory_shown"] == shown["memory_shown"]  # --resume finds the same memory path and entries
     off = asyncio.run(run_demo(tmp_path / "off", "basic_arithmetic", model_spec=spec, memory=False))
     assert off["memory_shown"] == []
     assert hashlib.sha256(user.read_bytes()).hexdigest() == digest

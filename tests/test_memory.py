@@ -641,12 +641,12 @@ def test_resume_needs_the_memory_entries_the_run_was_shown(tmp_path: Path, monke
     monkeypatch.setenv("HARNESSLEARN_MEMORY", str(memory))
     settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory_k=2)
 
-    def run(resume: bool) -> dict:
+    def run(resume: bool, s: AdaptSettings = settings) -> dict:
         async def go() -> dict:
             solver = load_model(f"python:{tmp_path / 'solver.py'}:solve")
             try:
                 return (await adapt(load_task(f"jsonl:{tmp_path / 'b.jsonl'}?scorer=exact"), solver,
-                                    load_model(f"python:{tmp_path / 'proposer.py'}:propose"), settings,
+                                    load_model(f"python:{tmp_path / 'proposer.py'}:propose"), s,
                                     run_dir=tmp_path / "run", resume=resume, progress=False)).to_json()
             finally:
                 await solver.aclose()
@@ -655,6 +655,12 @@ def test_resume_needs_the_memory_entries_the_run_was_shown(tmp_path: Path, monke
     first = run(False)
     assert len(first["memory_shown"]) == 1
     assert run(True)["memory_shown"] == first["memory_shown"]  # the same memory: resumes
+    import dataclasses
+    import shutil
+
+    shutil.copyfile(memory, tmp_path / "copy.sqlite")  # the same entries, from another file
+    with pytest.raises(UserError, match="--memory-path .recorded None, now '.*copy.sqlite'"):
+        run(True, dataclasses.replace(settings, memory_path=str(tmp_path / "copy.sqlite")))
     with Memory.open(memory) as mem:  # another entry the prompt would now show
         mem.add(entry(task="rg:lcm", description="Compute the sum of integers"))
     with pytest.raises(UserError, match="would show other entries") as e:

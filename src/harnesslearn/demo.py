@@ -14,6 +14,8 @@ user's own memory is neither shown nor changed; the demo family (gcd) is not amo
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 import sys
 import tempfile
 import time
@@ -93,14 +95,19 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
     family = family or default_family
     task = load_task(f"rg:{family}")
     model = load_model(model_spec)
+    # the shipped memory goes into a folder of this run directory's own, rebuilt the same on every start: a
+    # --resume sees the same path and the same entries, and the user's memory is never read or written
+    tmp = Path(tempfile.gettempdir()) / f"harnesslearn-demo-{hashlib.sha256(str(rd.resolve()).encode()).hexdigest()[:12]}"
     try:
-        with tempfile.TemporaryDirectory(prefix="harnesslearn-demo-") as tmp:
-            if memory and model_spec in MEMORY_MODELS:  # rebuilt the same on --resume: the same entries shown
-                settings = replace(settings, memory=True, memory_path=str(_shipped_memory(Path(tmp))))
-            else:
-                settings = replace(settings, memory=False, memory_path=None)
-            result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
+        if memory and model_spec in MEMORY_MODELS:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            settings = replace(settings, memory=True, memory_path=str(_shipped_memory(tmp)))
+        else:
+            settings = replace(settings, memory=False, memory_path=None)
+        result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         await model.aclose()
     out = result.to_json()
     out["family"] = family

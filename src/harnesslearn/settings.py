@@ -115,7 +115,7 @@ class AdaptSettings:
     memory_k: int = setting(2, "--memory-k", "Memory entries shown to the proposer.", lo=0, hi=20)
     memory_path: str | None = setting(
         None, "--memory-path", "The memory file (default: $HARNESSLEARN_MEMORY, else memory.sqlite in the cache "
-        "folder).", affects_results=False)
+        "folder); another one on --resume is refused, like any setting that shapes the run.")
 
     def __post_init__(self) -> None:
         check_settings(self)
