@@ -104,6 +104,9 @@ async def executor(n: int, batch: int, slots: int) -> tuple[list[float], float, 
 
 
 def main() -> None:
+    from harnesslearn.fsutil import scratch_cache
+
+    scratch_cache("harnesslearn-bench-")  # never the user's cache: a temp one, the models linked
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=40, help="problems per row")
     ap.add_argument("--batch", type=int, default=40, help="problems in the throughput batch")

@@ -205,6 +205,9 @@ def versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from harnesslearn.fsutil import scratch_cache
+
+    scratch_cache("harnesslearn-bench-")  # never the user's cache: a temp one, the models linked
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", choices=sorted(ENGINES), help="engine for --model (a transformers folder)")
     p.add_argument("--model", help="transformers folder of the solver (Qwen2.5-Coder-1.5B-Instruct)")

@@ -137,6 +137,9 @@ async def point(lanes: int, latency: float, option: str, spare: int, seconds: fl
 
 
 def main(argv: list[str] | None = None) -> None:
+    from harnesslearn.fsutil import scratch_cache
+
+    scratch_cache("harnesslearn-bench-")  # never the user's cache: a temp one, the models linked
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=12.0, help="measured seconds per configuration and point")
     p.add_argument("--lanes", default="8,32,64", help="lanes (problems in flight), comma-separated")

@@ -125,6 +125,9 @@ def url_kind(args: argparse.Namespace) -> str:
 
 
 def main() -> None:
+    from harnesslearn.fsutil import scratch_cache
+
+    scratch_cache("harnesslearn-bench-")  # never the user's cache: a temp one, the models linked
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base-url", help="use this OpenAI-compatible server (model name 'gemma') instead of starting one")
     ap.add_argument("--fake", action="store_true",

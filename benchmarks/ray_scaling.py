@@ -80,6 +80,9 @@ async def main(args: argparse.Namespace) -> dict:
 
 
 if __name__ == "__main__":
+    from harnesslearn.fsutil import scratch_cache
+
+    scratch_cache("harnesslearn-bench-")  # never the user's cache: a temp one, the models linked
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delay", type=float, default=2.0, help="seconds the solver waits per call")
     ap.add_argument("--slots", type=int, default=1, help="sandbox slots per actor")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,9 @@ def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     memory default) is a temporary one, so the tests never write into the user's ~/.cache/harnesslearn.
     Only its ``models`` folder is the real one, linked: the embedded models are an install artefact that
     every session would otherwise unpack again (1 GB for the Qwen 1.5B)."""
-    real = Path(os.environ.get("HARNESSLEARN_CACHE_DIR") or Path.home() / ".cache" / "harnesslearn")
+    from harnesslearn.fsutil import cache_dir
+
+    real = cache_dir()
     (real / "models").mkdir(parents=True, exist_ok=True)
     cache = tmp_path_factory.mktemp("cache")
     (cache / "models").symlink_to(real / "models", target_is_directory=True)

@@ -492,6 +492,9 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harnesslearn.fsutil import scratch_cache
+
+    scratch_cache("harnesslearn-bench-")  # never the user's cache: a temp one, the models linked
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="rg:gcd,musique,rg:simple_geometry,rg:basic_arithmetic",
                    help="comma-separated task specs (rg:FAMILY, musique = the shared MuSiQue dev file, F1)")

@@ -94,3 +94,26 @@ def read_user_file(path: str | os.PathLike[str], what: str) -> str:
         return p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read {what} {path}: {e}") from None
+
+
+def cache_dir() -> Path:
+    """The cache folder: ``$HARNESSLEARN_CACHE_DIR``, else ``~/.cache/harnesslearn`` (the unpacked models, the
+    response cache, the default harness memory)."""
+    base = os.environ.get("HARNESSLEARN_CACHE_DIR")
+    return Path(base).expanduser() if base else Path.home() / ".cache" / "harnesslearn"
+
+
+def scratch_cache(prefix: str = "harnesslearn-scratch-") -> Path | None:
+    """Unless the caller chose a cache folder (``$HARNESSLEARN_CACHE_DIR`` set: then None), point it at a new
+    temporary folder whose ``models`` is the real one, linked (the models are an install artefact, 1 GB for
+    the Qwen 1.5B), and turn the default harness memory off unless one was chosen: what a benchmark or the
+    test suite writes (responses, task items, memory) never lands in the user's cache. Returns the folder."""
+    if os.environ.get("HARNESSLEARN_CACHE_DIR"):
+        return None
+    real = cache_dir()
+    (real / "models").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    (tmp / "models").symlink_to(real / "models", target_is_directory=True)
+    os.environ["HARNESSLEARN_CACHE_DIR"] = str(tmp)
+    os.environ.setdefault("HARNESSLEARN_MEMORY", "0")
+    return tmp

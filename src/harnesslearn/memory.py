@@ -114,8 +114,9 @@ def default_path() -> Path | None:
     env = os.environ.get("HARNESSLEARN_MEMORY")
     if env is not None:
         return None if env.strip().lower() in OFF else Path(env).expanduser()
-    base = os.environ.get("HARNESSLEARN_CACHE_DIR")
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "harnesslearn") / "memory.sqlite"
+    from harnesslearn.fsutil import cache_dir
+
+    return cache_dir() / "memory.sqlite"
 
 
 class Memory:

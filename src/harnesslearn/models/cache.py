@@ -47,9 +47,9 @@ CREATE TABLE IF NOT EXISTS responses (
 
 def default_cache_path() -> Path:
     """``$HARNESSLEARN_CACHE_DIR/responses.sqlite``, else ``~/.cache/harnesslearn/responses.sqlite``."""
-    base = os.environ.get("HARNESSLEARN_CACHE_DIR")
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "harnesslearn"
-    return root / "responses.sqlite"
+    from harnesslearn.fsutil import cache_dir
+
+    return cache_dir() / "responses.sqlite"
 
 
 class ResponseCache:

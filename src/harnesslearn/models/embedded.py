@@ -101,8 +101,9 @@ def model_info(name: str) -> EmbeddedModel:
 
 
 def models_dir() -> Path:
-    base = os.environ.get("HARNESSLEARN_CACHE_DIR")
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "harnesslearn") / "models"
+    from harnesslearn.fsutil import cache_dir
+
+    return cache_dir() / "models"
 
 
 def gguf_path(name: str = DEFAULT) -> Path:
