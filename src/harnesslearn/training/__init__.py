@@ -9,7 +9,7 @@ Files, in the order data flows through them:
 - ``reward.py``   -- ``harness_reward`` (r = J + 0.05 parsed + 0.10 produced + 0.15 completion,
                      None on infrastructure failure) and the concurrent batch helper.
 - ``screen.py``   -- the SFT quality screen and the revision-kind classifier.
-- ``contexts.py`` -- GRPO contexts built with the test-time ``build_prompt`` (multistep, varied).
+- ``contexts.py`` -- GRPO contexts rendered by the test-time proposer format (multistep, varied).
 - ``sft_data.py`` -- teacher revisions -> filtered chat JSONL with provenance.
 - ``model_io.py`` -- the policy's transformers weights (incl. the embedded Gemma) and LoRA config.
 - ``policy.py``   -- the policy being trained as a ModelBackend (multistep rollouts).

@@ -1,15 +1,15 @@
 """GRPO contexts: proposer prompts built exactly as at test time.
 
 A context is (training family, harness state, feedback): the harness is evaluated on the
-feedback split through the executor and ``proposer.build_prompt`` renders the prompt, the same
+feedback split through the executor and the proposer format renders the prompt, the same
 call test-time adaptation makes. Variants:
 
-- format-varied: ``style="varied"`` in ``build_prompt`` (section order, trace and aggregate
+- format-varied: ``style="varied"`` in the prompt (``propose/prompt.py``) (section order, trace and aggregate
   formats chosen per context) and several seed-harness styles (``seed_harnesses``, see
   ``seed_styles.py``);
 - multistep: the harness of a context is the best after ``k`` revision rounds of a proposer
   (the current policy, through ``PolicyBackend``), ``k`` drawn in ``[0, max_rounds]``; each round
-  proposes ``candidates`` revisions of the current best with ``proposer.propose``, scores them on
+  proposes ``candidates`` revisions of the current best with ``propose.rounds.revise``, scores them on
   the score split, and keeps one only if it is strictly better (the ``sequential`` rule); the
   prompt then carries those rounds as history.
 

@@ -3,7 +3,7 @@
 Flow: build the contexts (``contexts.py``: seed harness -> feedback evaluation -> the test-time
 proposer prompt), hand them to TRL as a prompt dataset, and score every group of
 ``num_generations`` completions with ``harness_reward`` -- the completion goes through
-``proposer.as_proposal`` (the prompt ends with an opening SEARCH marker), the edit is applied,
+the format's ``decode`` (``propose/decode.py``) (the prompt ends with an opening SEARCH marker), the edit is applied,
 and the candidate harness is run by the executor with the solver. The whole generation batch is
 scored concurrently (one gather) on a private event loop thread that also owns the solver and
 the executor, so they live on one loop for the whole run. A candidate that cannot be scored

@@ -2,7 +2,7 @@
 
 The data is the chat-format JSONL that ``sft-data`` writes (``messages``: user = the proposer
 prompt, assistant = the teacher's revision). The proposer is used at test time as a completion
-model on the exact prompt text that ``build_prompt`` returns, so each example is trained as
+model on the exact prompt text its format renders, so each example is trained as
 ``prompt`` -> ``completion`` on that text (loss on the completion tokens only), not through a chat
 template: the model learns to continue the same prompt it will see.
 """

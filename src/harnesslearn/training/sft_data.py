@@ -2,8 +2,8 @@
 filtered into a chat-format JSONL for SFT.
 
 For each training family and each of ``contexts_per_family`` problem seeds: evaluate the seed on
-the feedback split, build the proposer prompt from that feedback (``proposer.build_prompt``, the
-test-time prompt), sample ``candidates`` teacher revisions (``proposer.propose``), and evaluate
+the feedback split, build the proposer prompt from that feedback (the ``plain-search`` format, the
+test-time prompt), sample ``candidates`` teacher revisions (``propose.rounds.revise``), and evaluate
 each valid one on the score split. A revision is kept when its J beats the seed's J on the same
 score problems by more than ``min_gain`` and it passes the quality screen (``screen.py``: valid
 edit, compiles, no literal question->answer table, no file/process/network access, size limits).
