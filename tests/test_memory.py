@@ -542,8 +542,9 @@ def _as_user(tmp_root: Path) -> dict:
     if os.geteuid() != 0:
         return {}
     kw = {"user": 65534, "group": 65534, "extra_groups": []}
-    try:  # an interpreter in root's home (pyenv) cannot be run by anyone else: then stay root
-        subprocess.run([sys.executable, "-c", "0"], cwd=tmp_root, timeout=60, check=True, **kw)
+    try:  # an interpreter or a checkout in root's home cannot be used by anyone else: then stay root
+        subprocess.run([sys.executable, "-c", "import harnesslearn.cli"], cwd=tmp_root, timeout=120, check=True,
+                       capture_output=True, env={**os.environ, "HOME": str(tmp_root)}, **kw)
     except (PermissionError, subprocess.CalledProcessError):
         return {}
     return kw
