@@ -571,7 +571,7 @@ def test_memory_read_commands_work_on_a_read_only_memory_and_create_nothing(tmp_
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "harnesslearn.cli", "memory", *args], capture_output=True,
-                                  text=True, env=env, cwd=root, timeout=120, **kw)
+                                  text=True, env=env, cwd=root, timeout=120, input="", **kw)
 
         before = sorted(p.name for p in folder.iterdir())
         listed = run("list", "--json", "--memory-path", str(folder / "m.sqlite"))
