@@ -14,13 +14,9 @@ def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     memory default) is a temporary one, so the tests never write into the user's ~/.cache/harnesslearn.
     Only its ``models`` folder is the real one, linked: the embedded models are an install artefact that
     every session would otherwise unpack again (1 GB for the Qwen 1.5B)."""
-    from harnesslearn.fsutil import cache_dir
+    from harnesslearn.fsutil import use_cache
 
-    real = cache_dir()
-    (real / "models").mkdir(parents=True, exist_ok=True)
-    cache = tmp_path_factory.mktemp("cache")
-    (cache / "models").symlink_to(real / "models", target_is_directory=True)
-    os.environ["HARNESSLEARN_CACHE_DIR"] = str(cache)
+    use_cache(tmp_path_factory.mktemp("cache"))
     yield
 
 

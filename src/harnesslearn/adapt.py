@@ -116,6 +116,7 @@ class AdaptResult:
     memory_shown: list[str] = field(default_factory=list)  # ids of the memory entries the proposer saw
     memory_added: str | None = None  # the id of this run's entry, when its best beat the seed
     memory_error: str | None = None  # why adding that entry failed (disk full, ...): the run itself is done
+    proposer_format: str = ""  # the format the proposer was asked in (``--proposer-format`` as resolved)
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -319,12 +320,13 @@ def _open_run(store: Store, run_id: str, identity: dict[str, str], settings: Ada
         store.create_run(run_id, config, strategy=run_id)
         return
     old = existing.config
-    diff = [f"{k} (recorded {old.get(k)!r}, now {v!r})" for k, v in identity.items()
-            if old.get(k) != v and (k in old or k != "memory_shown")]  # runs made before it was recorded
-    if any(d.startswith("memory_shown") for d in diff):
-        diff = [d for d in diff if not d.startswith("memory_shown")] + [
-            "the harness memory would show other entries than the run saw (an entry added, removed or changed, "
-            "or another memory file); resume with the memory it had, or start a new run"]
+    diff = []
+    for k, v in identity.items():
+        if old.get(k) == v or (k == "memory_shown" and k not in old):  # runs made before it was recorded
+            continue
+        diff.append("the harness memory would show other entries than the run saw (an entry added, removed or "
+                    "changed, or another memory file); resume with the memory it had, or start a new run"
+                    if k == "memory_shown" else f"{k} (recorded {old.get(k)!r}, now {v!r})")
     diff += settings.changes(old)
     if diff:
         raise UserError(f"cannot resume {store.run_dir}: settings differ from the recorded run: {'; '.join(diff)}")
@@ -348,6 +350,7 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
         seed_harness_id=seed_h.id, tokens=loop.tokens, test_solver_calls=loop.test_solver_calls,
         proposer_calls=loop.proposer_calls, invalid_reasons=reasons, rounds=summary,
         lineage=[h.id for h in loop.store.lineage(best.id)], oracle=oracle, wall_s=time.perf_counter() - t0,
+        proposer_format=loop.fmt.name,
     )
     loop.store.finish_run(loop.run_id, result.to_json())
     return result
@@ -447,7 +450,7 @@ async def adapt(
     from harnesslearn.memory import default_path, fingerprint, open_for
 
     if s.memory and s.memory_path is None and default_path() is None:  # HARNESSLEARN_MEMORY=0: as --no-memory
-        s = replace(s, memory=False)
+        s = replace(s, memory=False)  # the one place this is decided: open_for trusts ``enabled``
     mem, shown = open_for(task, enabled=s.memory, path=s.memory_path, seed=s.seed,
                           sizes=(s.n_feedback, s.n_score, s.n_test), k=s.memory_k)
     # the entries every prompt shows are part of the run's inputs: a resumed run must be shown the same

@@ -110,10 +110,15 @@ def scratch_cache(prefix: str = "harnesslearn-scratch-") -> Path | None:
     test suite writes (responses, task items, memory) never lands in the user's cache. Returns the folder."""
     if os.environ.get("HARNESSLEARN_CACHE_DIR"):
         return None
+    os.environ.setdefault("HARNESSLEARN_MEMORY", "0")
+    return use_cache(Path(tempfile.mkdtemp(prefix=prefix)))
+
+
+def use_cache(folder: Path) -> Path:
+    """Make ``folder`` the cache folder (``$HARNESSLEARN_CACHE_DIR``) with the current one's unpacked models
+    linked in as its ``models``; returns it."""
     real = cache_dir()
     (real / "models").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=prefix))
-    (tmp / "models").symlink_to(real / "models", target_is_directory=True)
-    os.environ["HARNESSLEARN_CACHE_DIR"] = str(tmp)
-    os.environ.setdefault("HARNESSLEARN_MEMORY", "0")
-    return tmp
+    (folder / "models").symlink_to(real / "models", target_is_directory=True)
+    os.environ["HARNESSLEARN_CACHE_DIR"] = str(folder)
+    return folder

@@ -146,8 +146,8 @@ class Memory:
             if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
                 raise UserError(f"cannot create memory {p}: the folder {folder} is not writable (set "
                                 "--memory-path or HARNESSLEARN_MEMORY to a writable place, or --no-memory)")
-        elif not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK | os.X_OK):
-            raise UserError(f"cannot write memory {p}: {'the file' if not os.access(p, os.W_OK) else 'its folder'} "
+        elif not (file_ok := os.access(p, os.W_OK)) or not os.access(p.parent, os.W_OK | os.X_OK):
+            raise UserError(f"cannot write memory {p}: {'its folder' if file_ok else 'the file'} "
                             "is read-only (`memory list/show/export` still read it; adapt needs --no-memory or a "
                             "writable --memory-path)")
         try:
@@ -439,9 +439,9 @@ def candidate(task: Any, source: str, *, seed_J: float | None, J: float | None, 
 
 def open_for(task: Any, *, enabled: bool, path: str | None, seed: int, sizes: Sequence[int], k: int
              ) -> tuple[Memory | None, list[Entry]]:
-    """The memory an adaptation of ``task`` uses (None when off, or when there is no default place for it)
-    and the entries its prompts show (:func:`shown_for`)."""
-    if not enabled or (path is None and default_path() is None):
+    """The memory an adaptation of ``task`` uses (None when off; the caller turns it off where
+    ``HARNESSLEARN_MEMORY=0`` leaves no place for it) and the entries its prompts show (:func:`shown_for`)."""
+    if not enabled:
         return None, []
     mem = Memory.open(path)
     return mem, shown_for(mem, task, seed, sizes, k)

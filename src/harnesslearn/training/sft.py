@@ -50,6 +50,10 @@ def fit_rows(rows: list[dict[str, str]], tok: Any, max_length: int) -> tuple[lis
     return kept, len(rows) - len(kept)
 
 
+class SFTDiverged(RuntimeError):
+    """Training reached a loss or gradient norm that is not finite; no adapter was saved."""
+
+
 def finite_guard() -> Any:
     """A transformers ``TrainerCallback`` that stops training at the first logged loss or gradient norm that
     is not finite (``.diverged`` holds that log); the caller then refuses to save the adapter."""
@@ -121,8 +125,8 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
         trainer.add_callback(cb)
     result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir))
     if guard.diverged is not None:
-        raise RuntimeError(f"SFT diverged ({guard.diverged}): no adapter saved; lower the learning rate or check "
-                           "the data")
+        raise SFTDiverged(f"SFT diverged ({guard.diverged}): no adapter saved; lower the learning rate or check "
+                          "the data")
     final = Path(cfg.output_dir) / "adapter"
     trainer.save_model(str(final))
     print(f"harnesslearn: SFT adapter saved to {final}", file=sys.stderr)

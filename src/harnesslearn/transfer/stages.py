@@ -177,7 +177,7 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- sft
 def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     from harnesslearn.training.config import SFTTrainConfig
-    from harnesslearn.training.sft import run_sft
+    from harnesslearn.training.sft import SFTDiverged, run_sft
 
     data = ret / "sft.jsonl"
     if not read_jsonl(data):
@@ -193,8 +193,8 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
         try:
             res = run_sft(cfg, callbacks=[stop])
             break
-        except RuntimeError as e:
-            if "diverged" not in str(e) or len(tries) == 2:
+        except SFTDiverged as e:
+            if len(tries) == 2:
                 raise
             tries.append({"learning_rate": cfg.learning_rate, "error": str(e)})
             print(f"[transfer] sft: {e}; again at learning rate {cfg.learning_rate / 2:g}", file=sys.stderr, flush=True)
@@ -405,7 +405,6 @@ class EvalJob:
         """``adapt`` for one proposer arm on one family; fills ``row`` from its result and run directory and
         returns the pick (label, harness, score J), or None when the seed was kept."""
         from harnesslearn.adapt import adapt
-        from harnesslearn.propose.formats import resolve
         from harnesslearn.settings import AdaptSettings
         from harnesslearn.store import Store
 
@@ -432,11 +431,12 @@ class EvalJob:
         if memory_path is not None:
             from harnesslearn.memory import Memory
 
-            with Memory.open(memory_path) as mem:
-                shown = [f"{e}:{mem.get(e).task}" for e in res.memory_shown]
+            with Memory.open(memory_path, readonly=True) as mem:
+                task_of = {e.id: e.task for e in mem.entries()}
+            shown = [f"{e}:{task_of[e]}" for e in res.memory_shown]
         js = {f"p{p.idx}": (await self.evaluation(children[p.harness_id], task, "score")).J
               for p in props if p.harness_id}
-        row.update(format=resolve(proposer, "auto", memory=bool(res.memory_shown)).name, run_dir=str(rd),
+        row.update(format=res.proposer_format, run_dir=str(rd),
                    memory_shown=shown, memory_added=res.memory_added, proposals=len(props),
                    parsed=sum(p.parsed for p in props), produced=sum(p.produced for p in props),
                    valid=sum(p.valid for p in props),
