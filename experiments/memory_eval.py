@@ -37,7 +37,8 @@ from harnesslearn.memory import Memory, add_zoo
 from harnesslearn.models import load_model
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import Budgets
-from harnesslearn.settings import AdaptSettings
+from harnesslearn.settings.adapt import AdaptSettings
+from harnesslearn.settings.groups import MemorySettings, ProposerSettings, RuntimeSettings, Sampling, Splits
 from harnesslearn.stats import bootstrap_ci
 from harnesslearn.store import Store
 from harnesslearn.tasks import load_task
@@ -79,10 +80,12 @@ async def one_run(a: argparse.Namespace, solver: Any, fam: str, cond: str, strat
     mem_copy = a.work / f"memory-{strategy}-{fam}-{cond}.sqlite"
     if cond == "memory" and not mem_copy.exists():  # a copy: this run's own addition never reaches another run
         shutil.copyfile(a.work / "memory.sqlite", mem_copy)
-    settings = AdaptSettings(strategy=strategy, rounds=rounds, candidates=k, seed=a.seed, n_feedback=a.n_feedback,
-                             n_score=a.n_score, n_test=a.n_test, budgets=Budgets(timeout_s=a.timeout),
-                             max_tokens=a.max_tokens, memory=cond == "memory", memory_k=a.k_memory,
-                             memory_path=str(mem_copy) if cond == "memory" else None, concurrency=a.concurrency)
+    settings = AdaptSettings(
+        strategy=strategy, rounds=rounds, candidates=k, seed=a.seed,
+        splits=Splits(n_feedback=a.n_feedback, n_score=a.n_score, n_test=a.n_test), budgets=Budgets(timeout_s=a.timeout),
+        proposer=ProposerSettings(sampling=Sampling(max_tokens=a.max_tokens)),
+        memory=MemorySettings(enabled=cond == "memory", k=a.k_memory, path=str(mem_copy) if cond == "memory" else None),
+        runtime=RuntimeSettings(concurrency=a.concurrency))
     log(f"{strategy} {fam} {cond}: {rounds} x {k}")
     t0 = time.time()
     out = (await adapt(load_task(f"rg:{fam}"), solver, solver, settings, run_dir=rd, resume=rd.exists(),

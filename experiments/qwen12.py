@@ -2,49 +2,44 @@
 Qwen2.5-Coder-1.5B-Instruct as the frozen solver AND as the proposer that is trained (teacher-free SFT
 data from the zoo, LoRA SFT, GRPO with the exact reward) and evaluated on the 21 unseen families.
 
-    python3 experiments/qwen12.py run --model DIR [--engine vllm] [--stages sftdata,sft,grpo,eval] [--minutes-eval 6]
+    python3 experiments/qwen12.py run --model DIR [--engine vllm] [--stages sftdata,sft,grpo,eval] [--eval.minutes 6]
     python3 experiments/qwen12.py smoke [--work DIR]          # all four stages on the CPU, in about a minute
     python3 experiments/qwen12.py collect --work DIR --out $OUT   # what comes back from the device
     python3 experiments/qwen12.py restore --work DIR --from RETURNED_OUT
 
-Every field of ``TransferSettings`` is an option (``--minutes-sftdata 3``, ``--families-eval gcd,maze``).
-Each stage stops at its deadline with what finished, marked ``partial`` in ``WORK/ret/status.json``;
-a later ``run`` skips stages that are ``done``. experiments/results/qwen/COMMANDS.md has the chain of
-device calls.
+Every leaf of the ``TransferSettings`` tree is an option named by its dotted key (``--sftdata.minutes 3``,
+``--grpo.trainer.learning-rate 1e-5``, ``--eval.families gcd,maze``), generated from the tree by the
+library's loader, which also takes ``--config FILE`` (YAML) and ``--set KEY=VALUE``. Each stage stops at
+its deadline with what finished, marked ``partial`` in ``WORK/ret/status.json``; a later ``run`` skips
+stages that are ``done``. experiments/results/qwen/COMMANDS.md has the chain of device calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import sys
 from typing import Any
 
+from harnesslearn.settings.base import leaves
+from harnesslearn.settings.load import load, parse_value
 from harnesslearn.transfer import TransferSettings, collect, restore, run
 from harnesslearn.transfer import smoke as smoke_mod
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def settings_parser(p: argparse.ArgumentParser) -> None:
-    """One option per ``TransferSettings`` field, typed from its default."""
-    for f in dataclasses.fields(TransferSettings):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        text = f.metadata.get("help", "")
-        if f.name == "model":
-            p.add_argument("--model", required=True, help=text)
-        elif isinstance(default, bool):
-            p.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=text)
-        elif isinstance(default, tuple):
-            p.add_argument(_flag(f.name), type=lambda s: tuple(x for x in s.split(",") if x), default=default,
-                           help=f"{text}; comma-separated (default {','.join(map(str, default)) or 'none'})")
-        else:
-            p.add_argument(_flag(f.name), type=type(default), default=default, help=f"{text} (default {default})")
+    """One option per leaf of ``TransferSettings`` (its dotted key), typed by the loader; --config, --set."""
+    for path, leaf in leaves(TransferSettings):
+        flag = "--" + path.replace("_", "-")
+        shown = ",".join(map(str, leaf.default)) if isinstance(leaf.default, tuple) else leaf.default
+        flag_only = {"nargs": "?", "const": True} if leaf.annotation is bool else {}  # --force = --force true
+        p.add_argument(flag, dest=path, default=None, metavar="V", required=path == "model", **flag_only,
+                       type=lambda text, ann=leaf.annotation: parse_value(text, ann),
+                       help=f"{leaf.help} (default {shown})".replace("%", "%%"))
+    p.add_argument("--config", default=None, help="a YAML file of settings (the tree's shape)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="any setting by its dotted key (repeatable)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     out: Any
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their logs: stdout holds the JSON alone
         if a.cmd == "run":
-            out = run(TransferSettings(**{k: v for k, v in vars(a).items() if k != "cmd"}))
+            given = {k: v for k, v in vars(a).items() if k not in ("cmd", "config", "overrides") and v is not None}
+            out = run(load(TransferSettings, a.config, a.overrides, options=given, label="--{}"))
         elif a.cmd == "smoke":
             out = run(smoke_mod.settings(a.work))
         elif a.cmd == "collect":

@@ -34,6 +34,7 @@ from harnesslearn.adapt import adapt
 from harnesslearn.models import load_model
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox import Budgets
+from harnesslearn.settings.groups import ProposerSettings, RuntimeSettings, Sampling, Splits
 from harnesslearn.store import Store
 from harnesslearn.tasks import load_task
 from harnesslearn.tasks.families import family_set
@@ -115,9 +116,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 async def one(spec: str, args: argparse.Namespace, solver: Any, proposer: Any) -> dict[str, Any]:
     settings = AdaptSettings(
-        strategy="compare", rounds=args.rounds, candidates=args.candidates, seed=args.seed,
-        n_feedback=args.n_feedback, n_score=args.n_score, n_test=args.n_test, oracle=True,
-        budgets=Budgets(timeout_s=args.timeout), max_tokens=args.max_tokens, concurrency=args.concurrency,
+        strategy="compare", rounds=args.rounds, candidates=args.candidates, seed=args.seed, oracle=True,
+        splits=Splits(n_feedback=args.n_feedback, n_score=args.n_score, n_test=args.n_test),
+        budgets=Budgets(timeout_s=args.timeout), proposer=ProposerSettings(sampling=Sampling(max_tokens=args.max_tokens)),
+        runtime=RuntimeSettings(concurrency=args.concurrency),
     )
     task = load_task(spec)
     rd = args.work / task.family.replace("/", "_")

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from harnesslearn.errors import InfraError, UserError
-from harnesslearn.settings import AdaptSettings as S
+from harnesslearn.settings.adapt import AdaptSettings as S
+from harnesslearn.settings.groups import Splits
 
 MODELS = '''
 import os, time
@@ -243,8 +244,7 @@ def test_compare_runs_both_strategies_at_the_same_proposal_budget(env: dict[str,
 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "compare"
-    r = asyncio.run(adapt(task, solver, proposer, S(strategy="compare", rounds=2, candidates=1, n_feedback=2,
-                                                   n_score=4, n_test=4), run_dir=rd, progress=False))
+    r = asyncio.run(adapt(task, solver, proposer, S(strategy="compare", rounds=2, candidates=1, splits=Splits(n_feedback=2, n_score=4, n_test=4)), run_dir=rd, progress=False))
     c = r.compare
     assert c is not None and set(c) == {"sequential", "independent"}
     assert c["sequential"]["proposals"] == c["independent"]["proposals"] == 2
@@ -260,7 +260,7 @@ def test_resume_with_other_settings_is_a_user_error(env: dict[str, Path]) -> Non
 
     task, solver, proposer = _lib(env, "never_applies")
     rd = env["dir"] / "settings"
-    kw: dict[str, Any] = dict(rounds=1, candidates=1, n_feedback=2, n_score=2, n_test=2)
+    kw: dict[str, Any] = dict(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=2, n_test=2))
     asyncio.run(adapt(task, solver, proposer, S(**kw), run_dir=rd, progress=False))
     with pytest.raises(UserError, match="candidates"):
         asyncio.run(adapt(task, solver, proposer, S(**{**kw, "candidates": 2}), run_dir=rd, resume=True,
@@ -281,7 +281,7 @@ def test_infra_failure_is_not_stored_and_stops_the_run(env: dict[str, Path]) -> 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "infra"
     with pytest.raises(InfraError):
-        asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=1, n_score=1, n_test=1),
+        asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, splits=Splits(n_feedback=1, n_score=1, n_test=1)),
                           run_dir=rd, progress=False, executor=object(), evaluate_fn=infra_eval))  # type: ignore[arg-type]
     with Store.open(rd) as s:
         run = s.run("sequential")
@@ -294,7 +294,7 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
 
     task, solver, proposer = _lib(env, "compute")
     rd = env["dir"] / "seq"
-    r = asyncio.run(adapt(task, solver, proposer, S(rounds=2, candidates=1, n_feedback=2, n_score=4, n_test=4),
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=2, candidates=1, splits=Splits(n_feedback=2, n_score=4, n_test=4)),
                           run_dir=rd, progress=False))
     with Store.open(rd) as s:
         props = s.proposals("sequential")
@@ -308,7 +308,7 @@ def test_sequential_revises_the_current_best_and_needs_a_strict_gain(env: dict[s
     from harnesslearn.models import load_model
 
     same = load_model(f"python:{env['dir'] / 'same.py'}:fn")
-    r2 = asyncio.run(adapt(task, solver, same, S(rounds=1, candidates=1, n_feedback=2, n_score=4, n_test=4),
+    r2 = asyncio.run(adapt(task, solver, same, S(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=4, n_test=4)),
                            run_dir=env["dir"] / "tie", progress=False))
     assert r2.valid_proposals == 1 and r2.best_harness_id == r2.seed_harness_id  # equal J keeps the seed
 
@@ -369,7 +369,7 @@ def test_a_chat_proposer_writes_the_new_solve_with_or_without_an_assistant_start
     task, solver, _ = _lib(env, "compute")
     proposer = _ChatProposer(continues)
     rd = env["dir"] / f"chat-{continues}"
-    r = asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=2, n_score=4, n_test=4),  # type: ignore[arg-type]
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=4, n_test=4)),  # type: ignore[arg-type]
                           run_dir=rd, progress=False))
     (req,) = proposer.requests
     assert isinstance(req.prompt, list) and [m["role"] for m in req.prompt][:2] == ["system", "user"]
@@ -389,7 +389,7 @@ def test_zoo_baselines_are_evaluated_on_score_and_test_and_shown_in_the_report(e
 
     task, solver, proposer = _lib(env, "never_applies")
     rd = env["dir"] / "zoo"
-    r = asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3,
+    r = asyncio.run(adapt(task, solver, proposer, S(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=3, n_test=3),
                                                    zoo_baselines=True),
                           run_dir=rd, progress=False, seed_harness=zoo.build("reason_extract", task)))
     assert r.zoo is not None and [z["name"] for z in r.zoo] == zoo.names(task)
@@ -403,52 +403,64 @@ def test_zoo_baselines_are_evaluated_on_score_and_test_and_shown_in_the_report(e
 
 
 def test_every_result_affecting_setting_is_refused_on_resume_and_no_other() -> None:
-    """``AdaptSettings.changes`` names each field marked ``affects_results`` (each budget too) when it
-    differs from the recorded run, and none of the others (concurrency, memory path, zoo baselines)."""
-    import dataclasses
+    """``AdaptSettings.changes`` names each leaf of the tree marked ``affects_results`` (each budget too)
+    when it differs from the recorded run, and none of the others (the runtime, zoo baselines)."""
     import typing
 
-    from harnesslearn.sandbox.records import Budgets
-    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.settings.adapt import AdaptSettings
+    from harnesslearn.settings.base import leaves
 
     base = AdaptSettings()
-    recorded = base.to_json()
-    hints = typing.get_type_hints(AdaptSettings)
+    recorded = base.record()
     seen = 0
-    for f in dataclasses.fields(AdaptSettings):
-        v = getattr(base, f.name)
-        if f.name == "budgets":
-            for b in dataclasses.fields(Budgets):
-                new = dataclasses.replace(v, **{b.name: getattr(v, b.name) * 2})
-                label = "--timeout" if b.name == "timeout_s" else f"budgets.{b.name}"
-                assert [c.split(" (")[0] for c in dataclasses.replace(base, budgets=new).changes(recorded)] == [label]
-                seen += 1
-            continue
-        if typing.get_origin(hints[f.name]) is typing.Literal:
-            other = next(c for c in typing.get_args(hints[f.name]) if c != v)
+    for path, leaf in leaves(AdaptSettings):
+        v = leaf.default
+        arms = typing.get_args(leaf.annotation)
+        if typing.get_origin(leaf.annotation) is typing.Literal:
+            other: Any = next(c for c in arms if c != v)
         elif isinstance(v, bool):
             other = not v
         elif isinstance(v, int | float):
-            other = v + 1 if v < f.metadata["hi"] else v - 1
-        else:  # str | None (the memory path), int | None (concurrency)
-            other = 2 if "concurrency" in f.name else "elsewhere.sqlite"
-        changed = dataclasses.replace(base, **{f.name: other}).changes(recorded)
-        if f.metadata["affects_results"]:
-            assert len(changed) == 1 and changed[0].startswith(f.metadata["option"] or f.name), (f.name, changed)
+            other = v + 1 if v < 5 else v - 1
+        elif int in arms:  # int | None (concurrency)
+            other = 2
+        else:  # str | None (the memory path, the worker interpreter), str (the executor)
+            other = "ray" if path == "runtime.executor" else "elsewhere.sqlite"
+        changed = base.with_(**{path: other}).changes(recorded)
+        if leaf.affects_results:
+            assert len(changed) == 1 and changed[0].startswith(leaf.option or path), (path, changed)
             seen += 1
         else:
-            assert changed == [], (f.name, changed)
-    assert seen >= 18
+            assert changed == [], (path, changed)
+    assert seen >= 20
+
+
+def test_a_record_of_the_flat_settings_resumes_under_the_tree() -> None:
+    """Runs recorded before the settings tree kept flat names (``n_score``, ``memory`` as a bool,
+    ``budgets`` as one object): they read back into the tree and compare equal."""
+    from harnesslearn.settings.adapt import AdaptSettings
+
+    old = {"strategy": "sequential", "rounds": 3, "candidates": 4, "seed": 0, "n_feedback": 8, "n_score": 5,
+           "n_test": 32, "budgets": {"timeout_s": 60.0, "max_calls": 16, "max_tokens": 8192, "memory_mb": 1024,
+                                     "tool_calls": 16}, "oracle": False, "temperature": 0.8, "max_tokens": 1024,
+           "retry_no_change": 0, "n_traces": 4, "proposer_format": "auto", "zoo_baselines": False,
+           "concurrency": None, "memory": False, "memory_k": 2, "memory_path": None,
+           "task": "rg:gcd", "proposer": "local:x"}  # identity keys of the run, stored beside the settings
+    s = AdaptSettings.from_record(old)
+    assert s.splits.n_score == 5 and s.memory.enabled is False and s.budgets.max_calls == 16
+    assert s.changes(old) == [] and AdaptSettings().changes(old) == [
+        "--n-score (recorded 5, now 16)", "--memory/--no-memory (recorded False, now True)"]
 
 
 def test_a_run_recorded_with_the_old_form_and_prime_settings_resumes_under_proposer_format() -> None:
     """Runs recorded before ``proposer_format`` kept ``form`` and ``prime``: a pair that names one format
     resumes under it; a pair whose format depended on the backend is named, not guessed."""
-    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.settings.adapt import AdaptSettings
 
-    old = {k: v for k, v in AdaptSettings().to_json().items() if k != "proposer_format"}
+    old = {k: v for k, v in AdaptSettings().record().items() if k != "proposer.format"}
     assert AdaptSettings().changes({**old, "form": "auto", "prime": "auto"}) == []
-    assert AdaptSettings(proposer_format="plain-rewrite").changes({**old, "form": "plain", "prime": "rewrite"}) == []
-    assert AdaptSettings.from_json({**old, "form": "chat", "prime": "file"}).proposer_format == "chat-file"
+    assert AdaptSettings().with_(**{"proposer.format": "plain-rewrite"}).changes(
+        {**old, "form": "plain", "prime": "rewrite"}) == []
+    assert AdaptSettings.from_record({**old, "form": "chat", "prime": "file"}).proposer.format == "chat-file"
     (change,) = AdaptSettings().changes({**old, "form": "auto", "prime": "rewrite"})
     assert change == "--proposer-format (recorded 'form=auto, prime=rewrite', now 'auto')"

@@ -262,7 +262,8 @@ def test_adapt_stores_its_best_harness_and_the_next_task_is_shown_it(tmp_path: P
 
     from harnesslearn.adapt import adapt
     from harnesslearn.models import load_model
-    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.settings.adapt import AdaptSettings
+    from harnesslearn.settings.groups import MemorySettings, Splits
     from harnesslearn.store import Store
     from harnesslearn.tasks import load_task
 
@@ -276,7 +277,8 @@ def test_adapt_stores_its_best_harness_and_the_next_task_is_shown_it(tmp_path: P
         "    return ('<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n'\n"
         "            '    return str(eval(question.split(\":\")[-1]))  # computes it\\n>>>>>>> REPLACE\\n')\n")
     memory = tmp_path / "memory.sqlite"
-    settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory_path=str(memory))
+    settings = AdaptSettings(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=3, n_test=3),
+                             memory=MemorySettings(path=str(memory)))
 
     async def run(task: str, rd: str) -> dict:
         solver = load_model(f"python:{tmp_path / 'solver.py'}:solve")
@@ -297,7 +299,8 @@ def test_adapt_stores_its_best_harness_and_the_next_task_is_shown_it(tmp_path: P
     with Store.open(tmp_path / "run_b", create=False) as st:
         (p,) = st.proposals("sequential")
         assert p.memory == [e.id] and "Harnesses that worked on other tasks" in (p.prompt or "")
-    no_mem = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory=False)
+    no_mem = AdaptSettings(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=3, n_test=3),
+                           memory=MemorySettings(enabled=False))
     settings = no_mem
     third = asyncio.run(run("b.jsonl", "run_c"))
     assert third["memory_shown"] == [] and third["memory_added"] is None
@@ -394,7 +397,8 @@ def test_a_memory_write_that_fails_after_a_finished_adapt_is_a_warning_after_the
     from harnesslearn.adapt import adapt
     from harnesslearn.cli.adapt import memory_warning
     from harnesslearn.models import load_model
-    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.settings.adapt import AdaptSettings
+    from harnesslearn.settings.groups import MemorySettings, Splits
     from harnesslearn.store import Store
     from harnesslearn.tasks import load_task
 
@@ -409,8 +413,8 @@ def test_a_memory_write_that_fails_after_a_finished_adapt_is_a_warning_after_the
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(Memory, "add", full)
-    settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3,
-                             memory_path=str(tmp_path / "memory.sqlite"))
+    settings = AdaptSettings(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=3, n_test=3),
+                             memory=MemorySettings(path=str(tmp_path / "memory.sqlite")))
 
     async def run() -> dict:
         solver = load_model(f"python:{tmp_path / 'solver.py'}:solve")
@@ -629,7 +633,8 @@ def test_resume_needs_the_memory_entries_the_run_was_shown(tmp_path: Path, monke
 
     from harnesslearn.adapt import adapt
     from harnesslearn.models import load_model
-    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.settings.adapt import AdaptSettings
+    from harnesslearn.settings.groups import MemorySettings, Splits
     from harnesslearn.tasks import load_task
 
     rows = [{"id": f"q{i}", "question": f"Compute: {i} + {i + 3}", "answer": str(2 * i + 3)} for i in range(60)]
@@ -640,7 +645,8 @@ def test_resume_needs_the_memory_entries_the_run_was_shown(tmp_path: Path, monke
     with Memory.open(memory) as mem:
         mem.add(entry(task="rg:gcd", description="Compute a sum of two integers"))
     monkeypatch.setenv("HARNESSLEARN_MEMORY", str(memory))
-    settings = AdaptSettings(rounds=1, candidates=1, n_feedback=2, n_score=3, n_test=3, memory_k=2)
+    settings = AdaptSettings(rounds=1, candidates=1, splits=Splits(n_feedback=2, n_score=3, n_test=3),
+                             memory=MemorySettings(k=2))
 
     def run(resume: bool, s: AdaptSettings = settings) -> dict:
         async def go() -> dict:
@@ -656,12 +662,11 @@ def test_resume_needs_the_memory_entries_the_run_was_shown(tmp_path: Path, monke
     first = run(False)
     assert len(first["memory_shown"]) == 1
     assert run(True)["memory_shown"] == first["memory_shown"]  # the same memory: resumes
-    import dataclasses
     import shutil
 
     shutil.copyfile(memory, tmp_path / "copy.sqlite")  # the same entries, from another file
     with pytest.raises(UserError, match="--memory-path .recorded None, now '.*copy.sqlite'"):
-        run(True, dataclasses.replace(settings, memory_path=str(tmp_path / "copy.sqlite")))
+        run(True, settings.with_(**{"memory.path": str(tmp_path / "copy.sqlite")}))
     with Memory.open(memory) as mem:  # another entry the prompt would now show
         mem.add(entry(task="rg:lcm", description="Compute the sum of integers"))
     with pytest.raises(UserError, match="would show other entries") as e:

@@ -177,14 +177,17 @@ class Driver:
     async def run_hl(self, strategy: str, task: Any, seed: int, ctx: Any, seed_h: Any) -> dict[str, Any]:
         from harnesslearn.adapt import adapt
         from harnesslearn.models import load_model
-        from harnesslearn.settings import AdaptSettings
+        from harnesslearn.settings.adapt import AdaptSettings
+        from harnesslearn.settings.groups import ProposerSettings, RuntimeSettings, Sampling, Splits
 
         a = self.args
         k = a.candidates if strategy == "sequential" else a.proposer_calls
         rounds = a.proposer_calls // a.candidates if strategy == "sequential" else 1
-        settings = AdaptSettings(strategy=strategy, rounds=rounds, candidates=k, seed=seed,  # type: ignore[arg-type]
-                                 n_feedback=a.n_feedback, n_score=a.n_score, n_test=a.n_test, budgets=self.budgets,
-                                 temperature=a.temperature, max_tokens=a.max_tokens, concurrency=a.concurrency)
+        settings = AdaptSettings(
+            strategy=strategy, rounds=rounds, candidates=k, seed=seed, budgets=self.budgets,
+            splits=Splits(n_feedback=a.n_feedback, n_score=a.n_score, n_test=a.n_test),
+            proposer=ProposerSettings(sampling=Sampling(temperature=a.temperature, max_tokens=a.max_tokens)),
+            runtime=RuntimeSettings(concurrency=a.concurrency))
         proposer = load_model(f"openai:{ALIAS}", base_url=self.svc.llm_base(ctx.system), cache=False, timeout=1800.0)
 
         async def efn(h: Any, t: Any, split: str, n: int, s: int, ex: Any, b: Any, progress: bool) -> Any:

@@ -42,13 +42,13 @@ if TYPE_CHECKING:
     from harnesslearn.evaluation import evaluate
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import build_executor
-    from harnesslearn.settings import AdaptSettings
+    from harnesslearn.settings.adapt import AdaptSettings
     from harnesslearn.store import Store
     from harnesslearn.tasks import load_task
 
 _LAZY = {  # name -> module: imported on first use, so `import harnesslearn` stays light
     "load_task": "harnesslearn.tasks", "load_model": "harnesslearn.models", "evaluate": "harnesslearn.evaluation",
-    "AdaptSettings": "harnesslearn.settings", "Store": "harnesslearn.store", "build_executor": "harnesslearn.sandbox",
+    "AdaptSettings": "harnesslearn.settings.adapt", "Store": "harnesslearn.store", "build_executor": "harnesslearn.sandbox",
 }
 
 

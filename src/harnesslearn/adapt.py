@@ -17,7 +17,7 @@ Cost accounting: ``solver_calls``/``tokens`` count the adaptation's own evaluati
 and score splits), each distinct evaluation once; test-split evaluations are counted apart
 (``test_solver_calls``) since they are reporting, not adaptation.
 
-Settings: one ``AdaptSettings`` (``settings.py``) says how the job runs; it is stored with each
+Settings: one ``AdaptSettings`` (``settings/adapt.py``) says how the job runs; it is stored with each
 run and compared on resume: a changed setting that affects results (or another task, solver,
 proposer or seed harness) is a UserError naming it.
 
@@ -39,7 +39,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -60,7 +60,7 @@ from harnesslearn.propose.rounds import (
     sequential,
 )
 from harnesslearn.sandbox.records import Budgets, CallRecord
-from harnesslearn.settings import AdaptSettings
+from harnesslearn.settings.adapt import AdaptSettings
 from harnesslearn.store import DB_NAME, Store
 from harnesslearn.tasks.base import FileTask, Task
 from harnesslearn.taxonomy import classify_result
@@ -159,7 +159,7 @@ class Loop:
 
     def size(self, split: str) -> int:
         s = self.settings
-        return {"feedback": s.n_feedback, "score": s.n_score, "test": s.n_test}[split]
+        return {"feedback": s.splits.n_feedback, "score": s.splits.n_score, "test": s.splits.n_test}[split]
 
     async def evaluation(self, h: Harness, split: str, *, round: int | None = None, purpose: str | None = None
                          ) -> Evaluation:
@@ -196,7 +196,7 @@ class Loop:
     def fmt(self) -> ProposerFormat:
         """The proposer format, decided once from ``--proposer-format`` and the
         backend (``formats.resolve``)."""
-        return resolve(self.proposer, self.settings.proposer_format, memory=bool(self.memory))
+        return resolve(self.proposer, self.settings.proposer.format, memory=bool(self.memory))
 
     def recall(self, round: int, idx: int) -> str | None:
         """Proposal ``idx`` of ``round`` as recorded by an earlier (interrupted) invocation."""
@@ -223,7 +223,8 @@ class Loop:
         try:
             cands = await revise(
                 parent, prompt, self.fmt, self.proposer, k, score=score, seed=self.settings.seed, round=round,
-                temperature=self.settings.temperature, max_tokens=self.settings.max_tokens, concurrent=False,
+                temperature=self.settings.proposer.sampling.temperature,
+                max_tokens=self.settings.proposer.sampling.max_tokens, concurrent=False,
                 retry_no_change=self.settings.retry_no_change, recall=lambda i: self.recall(round, i),
                 record=lambda c, comp, req: self.record(round, parent, prompt, c, comp, req))
         except ProposalFailed as e:  # the proposer's backend failed: not a proposal, and nothing to score
@@ -239,7 +240,8 @@ class Loop:
         return cands
 
     def prompt(self, harness: Harness, feedback: Evaluation, history: list[Attempt], round: int) -> str | Messages:
-        return self.fmt.render(PromptContext(self.task, harness, feedback, history, n_traces=self.settings.n_traces,
+        p = self.settings.proposer
+        return self.fmt.render(PromptContext(self.task, harness, feedback, history, n_traces=p.n_traces, style=p.style,
                                              rng_seed=prompt_seed(self.settings.seed, round), memory=self.memory))
 
     def save_round(self, round: int, parent: Harness, best: Harness, best_J: float | None, improved: bool
@@ -315,7 +317,7 @@ def _run_dir(run_dir: str | Path | None, resume: bool) -> Path:
 def _open_run(store: Store, run_id: str, identity: dict[str, str], settings: AdaptSettings) -> None:
     """Create run ``run_id``, or check that the recorded one has the same inputs and settings."""
     existing = store.run(run_id)
-    config = {**settings.to_json(), **identity}
+    config = {**settings.record(), **identity}
     if existing is None:
         store.create_run(run_id, config, strategy=run_id)
         return
@@ -382,7 +384,7 @@ def _fit_splits(task: Task, s: AdaptSettings) -> AdaptSettings:
     records, and is resumed with, the number of problems that actually ran."""
     if not isinstance(task, FileTask):
         return s
-    asked = {"feedback": s.n_feedback, "score": s.n_score, "test": s.n_test}
+    asked = {"feedback": s.splits.n_feedback, "score": s.splits.n_score, "test": s.splits.n_test}
     have = {split: len(task.problems(split, n, s.seed)) for split, n in asked.items()}
     cut = {split: n for split, n in have.items() if 0 < n < asked[split]}  # an empty test split: J is null
     if not cut:
@@ -390,8 +392,7 @@ def _fit_splits(task: Task, s: AdaptSettings) -> AdaptSettings:
     _log("[adapt] " + task.spec + " has fewer problems than asked: "
          + ", ".join(f"{split} {n} (asked {asked[split]})" for split, n in cut.items())
          + "; running and recording those")
-    sizes: dict[str, Any] = {f"n_{split}": n for split, n in cut.items()}
-    return replace(s, **sizes)
+    return s.with_(**{f"splits.n_{split}": n for split, n in cut.items()})
 
 
 async def _remember(mem: Memory, loop: Loop, seed_h: Harness, best: Harness, solver: str) -> str | None:
@@ -449,10 +450,10 @@ async def adapt(
                 "seed_harness": seed_h.id}
     from harnesslearn.memory import default_path, fingerprint, open_for
 
-    if s.memory and s.memory_path is None and default_path() is None:  # HARNESSLEARN_MEMORY=0: as --no-memory
-        s = replace(s, memory=False)  # the one place this is decided: open_for trusts ``enabled``
-    mem, shown = open_for(task, enabled=s.memory, path=s.memory_path, seed=s.seed,
-                          sizes=(s.n_feedback, s.n_score, s.n_test), k=s.memory_k)
+    if s.memory.enabled and s.memory.path is None and default_path() is None:  # HARNESSLEARN_MEMORY=0
+        s = s.with_(**{"memory.enabled": False})  # the one place this is decided: open_for trusts ``enabled``
+    mem, shown = open_for(task, enabled=s.memory.enabled, path=s.memory.path, seed=s.seed,
+                          sizes=(s.splits.n_feedback, s.splits.n_score, s.splits.n_test), k=s.memory.k)
     # the entries every prompt shows are part of the run's inputs: a resumed run must be shown the same
     identity["memory_shown"] = fingerprint(shown)
     if shown:
@@ -468,7 +469,7 @@ async def adapt(
         if executor is None:  # our own, through the one runtime; the caller keeps and closes the solver
             from harnesslearn.runtime import SolverRuntime
 
-            runtime = await SolverRuntime(solver, concurrency=s.concurrency, own_solver=False).__aenter__()
+            runtime = await SolverRuntime.of(solver, s.runtime, own_solver=False).__aenter__()
             executor = runtime.executor
             assert executor is not None
         results: dict[str, AdaptResult] = {}

@@ -19,7 +19,6 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +26,22 @@ from harnesslearn.adapt import adapt
 from harnesslearn.errors import UserError
 from harnesslearn.memory import SHIPPED
 from harnesslearn.sandbox.records import Budgets
-from harnesslearn.settings import AdaptSettings
+from harnesslearn.settings.adapt import AdaptSettings
+from harnesslearn.settings.groups import MemorySettings, ProposerSettings, RuntimeSettings, Sampling, Splits
 
 # rounds x candidates proposals; split sizes; proposer completion length; per-problem limits.
 DEMO_SETTINGS = AdaptSettings(
-    strategy="sequential", rounds=3, candidates=3, seed=0, n_feedback=4, n_score=6, n_test=12, max_tokens=160,
-    temperature=0.7, budgets=Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096),
-    proposer_format="plain-rewrite", concurrency=2,
+    strategy="sequential", rounds=3, candidates=3, seed=0, splits=Splits(n_feedback=4, n_score=6, n_test=12),
+    proposer=ProposerSettings(format="plain-rewrite", sampling=Sampling(temperature=0.7, max_tokens=160)),
+    budgets=Budgets(timeout_s=60.0, max_calls=4, max_tokens=4096), runtime=RuntimeSettings(concurrency=2),
 )
 # the instruction-tuned coder: chat prompts with the assistant-turn start (proposer format auto), longer
 # bodies, fewer and smaller evaluations (it generates 12-20 tokens/s here, 10x slower than Gemma)
 # (with the shipped memory it writes whole files, about 600 tokens for an interpreter loop)
 QWEN_SETTINGS = AdaptSettings(
-    strategy="sequential", rounds=1, candidates=3, seed=0, n_feedback=3, n_score=6, n_test=12, max_tokens=768,
-    temperature=0.8, budgets=Budgets(timeout_s=120.0, max_calls=4, max_tokens=4096), concurrency=2,
+    strategy="sequential", rounds=1, candidates=3, seed=0, splits=Splits(n_feedback=3, n_score=6, n_test=12),
+    proposer=ProposerSettings(sampling=Sampling(temperature=0.8, max_tokens=768)),
+    budgets=Budgets(timeout_s=120.0, max_calls=4, max_tokens=4096), runtime=RuntimeSettings(concurrency=2),
 )
 SHIPPED_MEMORY = SHIPPED  # the paper-train memory the Qwen demo shows (memory.SHIPPED)
 MEMORY_MODELS = ("local:qwen2.5-coder-1.5b-instruct", "local:qwen2.5-coder-0.5b-instruct")
@@ -102,16 +103,16 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
         if memory and model_spec in MEMORY_MODELS:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            settings = replace(settings, memory=True, memory_path=str(_shipped_memory(tmp)))
+            settings = settings.with_(memory=MemorySettings(enabled=True, path=str(_shipped_memory(tmp))))
         else:
-            settings = replace(settings, memory=False, memory_path=None)
+            settings = settings.with_(memory=MemorySettings(enabled=False))
         result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         await model.aclose()
     out = result.to_json()
     out["family"] = family
-    out["n_test"] = settings.n_test
+    out["n_test"] = settings.splits.n_test
     out["report"] = _report(rd)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out

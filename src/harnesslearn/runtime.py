@@ -22,12 +22,15 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.sandbox.executor import ExecutorConfig
 from harnesslearn.sandbox.executors import build_executor, parse_executor
 from harnesslearn.sandbox.protocol import HarnessExecutor
+
+if TYPE_CHECKING:
+    from harnesslearn.settings.groups import RuntimeSettings
 
 
 def raise_fd_limit(wanted: int = 65536) -> int:
@@ -77,6 +80,14 @@ class SolverRuntime:
         source = (solver, {"base_url": base_url} if base_url is not None else {}) if isinstance(solver, str) else None
         self.executor: HarnessExecutor | None = build_executor(executor, self.solver, config, concurrency=concurrency,
                                                                solver_source=source)
+
+    @classmethod
+    def of(cls, solver: str | ModelBackend, runtime: RuntimeSettings, **kw: Any) -> SolverRuntime:
+        """The runtime a settings tree's ``runtime`` group describes (executor, isolation, slots, worker
+        interpreter); ``kw``: the other arguments of the constructor."""
+        config = ExecutorConfig(isolation=runtime.isolation, spare_slots=runtime.spare_slots,
+                                python=runtime.worker_python)
+        return cls(solver, executor=runtime.executor, config=config, concurrency=runtime.concurrency, **kw)
 
     # ------------------------------------------------------------------ open
     async def __aenter__(self) -> SolverRuntime:

@@ -436,7 +436,7 @@ def test_split_sizes_larger_than_the_file_record_what_ran(env: dict[str, Path]) 
     ran = c.execute("SELECT COUNT(*) FROM problem_records pr JOIN evaluations e ON pr.evaluation_id = e.id "
                     "WHERE e.split = 'feedback'").fetchone()[0]
     c.close()
-    assert ns == {ran} and config["n_feedback"] == ran < 100000
+    assert ns == {ran} and config["splits.n_feedback"] == ran < 100000
     again = cli(*adapt_args(env, str(rd))[:-2], "--n-feedback", "100000", "--run-dir", str(rd), "--resume")
     assert again.returncode == 0, again.stderr[-2000:]  # the same asking resumes the same run
 

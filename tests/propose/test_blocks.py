@@ -100,13 +100,14 @@ def test_context_rows_keep_only_strict_improvements() -> None:
     from harnesslearn.models.common import render_messages
     from harnesslearn.sandbox import Executor, ExecutorConfig
     from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.settings.groups import TrainSplits
     from harnesslearn.tasks import load_task
     from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows, summarise_rows
 
     solver = load_model(SOLVER)
     task = load_task("rg:basic_arithmetic")
     seed_h = load_harness("minimal")
-    settings = ZooSFTSettings(n_feedback=2, n_score=2, budgets=Budgets(timeout_s=30))
+    settings = ZooSFTSettings(splits=TrainSplits(n_feedback=2, n_score=2), budgets=Budgets(timeout_s=30))
 
     async def go() -> tuple[list[dict], object]:
         async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:
@@ -130,6 +131,7 @@ def test_context_rows_keep_the_zoo_edits_that_improve(tmp_path: Path) -> None:
     from harnesslearn.models.common import render_messages
     from harnesslearn.sandbox import Executor, ExecutorConfig
     from harnesslearn.sandbox.records import Budgets
+    from harnesslearn.settings.groups import TrainSplits
     from harnesslearn.tasks import load_task
     from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows
 
@@ -138,7 +140,7 @@ def test_context_rows_keep_the_zoo_edits_that_improve(tmp_path: Path) -> None:
                          for i in range(60)))
     solver = load_model(SOLVER)
     task = load_task(f"jsonl:{p}?scorer=exact")
-    settings = ZooSFTSettings(n_feedback=2, n_score=3, budgets=Budgets(timeout_s=30))
+    settings = ZooSFTSettings(splits=TrainSplits(n_feedback=2, n_score=3), budgets=Budgets(timeout_s=30))
 
     async def go() -> tuple[list[dict], object]:
         async with Executor(solver, ExecutorConfig(concurrency=2)) as ex:

@@ -280,7 +280,7 @@ def test_grpo_opens_its_executor_on_ray_and_uses_it_from_its_loop_thread(local_r
     from harnesslearn.training.config import GRPOTrainConfig, build_config
     from harnesslearn.training.grpo import LoopThread, _open_runtime
 
-    cfg = build_config(GRPOTrainConfig, {"solver": SOLVER, "executor": "ray", "concurrency": 2})
+    cfg = build_config(GRPOTrainConfig, {"solver": SOLVER, "runtime.executor": "ray", "runtime.concurrency": 2})
     runner = LoopThread()
     rt = _open_runtime(cfg, runner)
     ex = rt.executor
@@ -298,9 +298,10 @@ def test_training_config_rejects_a_bad_executor():
     from harnesslearn.training.config import GRPOTrainConfig, build_config
 
     with pytest.raises(UserError, match="unknown executor"):
-        build_config(GRPOTrainConfig, {"executor": "spark"})
-    cfg = build_config(GRPOTrainConfig, {"executor": "ray:auto", "solver_base_url": ["http://a:1/v1", "http://b:2/v1"]})
-    assert cfg.executor == "ray:auto" and cfg.solver_base_url == ["http://a:1/v1", "http://b:2/v1"]
+        build_config(GRPOTrainConfig, {"runtime.executor": "spark"})
+    cfg = build_config(GRPOTrainConfig, {"runtime.executor": "ray:auto",
+                                         "solver_base_url": ["http://a:1/v1", "http://b:2/v1"]})
+    assert cfg.runtime.executor == "ray:auto" and cfg.solver_base_url == ("http://a:1/v1", "http://b:2/v1")
 
 
 @NEEDS_RAY

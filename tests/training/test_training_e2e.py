@@ -87,10 +87,11 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
     from harnesslearn.training.sft import run_sft
 
     d = world["dir"]
-    common = {"model": world["model"], "report_to": "none", "use_cpu": True, "learning_rate": 1e-3, "seed": 0}
+    common = {"model": world["model"], "trainer.report_to": "none", "trainer.use_cpu": True,
+              "trainer.learning_rate": 1e-3, "seed": 0}
     sft = run_sft(build_config(SFTTrainConfig, {
         **common, "adapter": str(d / "adapter0"), "data": str(d / "sft.jsonl"), "output_dir": str(d / "sft"),
-        "max_steps": 2, "micro_batch": 1, "lora_dropout": 0.0, "max_length": 256,
+        "trainer.max_steps": 2, "trainer.micro_batch": 1, "lora.dropout": 0.0, "max_length": 256,
     }))
     assert sft["steps"] == 2 and sft["too_long"] == 0
     # two steps: the first moves B (zero at init), the second moves A through the now non-zero B
@@ -98,10 +99,11 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
 
     cfg = build_config(GRPOTrainConfig, {
         **common, "adapter": sft["adapter"], "solver": f"python:{d / 'solver.py'}:solve",
-        "families": [f"jsonl:{d / 'arith.jsonl'}?scorer=exact"], "n_feedback": 2, "n_score": 2, "n_traces": 1,
-        "num_generations": 4, "contexts_per_update": 2, "contexts_per_epoch": 2, "micro_batch": 4,
-        "max_completion_length": 8, "max_steps": 1, "output_dir": str(d / "grpo"), "run_dir": str(d / "run"),
-        "timeout_s": 20, "save_steps": 1,
+        "families": [f"jsonl:{d / 'arith.jsonl'}?scorer=exact"], "splits.n_feedback": 2, "splits.n_score": 2,
+        "proposer.n_traces": 1, "grpo.num_generations": 4, "grpo.contexts_per_update": 2,
+        "grpo.contexts_per_epoch": 2, "trainer.micro_batch": 4, "proposer.sampling.max_tokens": 8,
+        "trainer.max_steps": 1, "output_dir": str(d / "grpo"), "run_dir": str(d / "run"), "budgets.timeout_s": 20,
+        "trainer.save_steps": 1,
     })
     out = run_grpo(cfg)
     assert out["steps"] == 1 and out["contexts"] == 2
@@ -133,16 +135,15 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
     assert "frac_reward_zero_std" in rec["trl"] and rec["reward_parts"]["J"] is not None and rec["adapter_norm"] > 0
 
     # resume: the same config with two updates continues from the state (the next contexts, the saved adapter)
-    fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
     with pytest.raises(UserError, match="learning_rate"):  # a setting that shapes the run may not change
-        run_grpo(build_config(GRPOTrainConfig, {**fields, "max_steps": 2, "resume": True, "learning_rate": 1e-2}))
-    again = run_grpo(build_config(GRPOTrainConfig, {**fields, "max_steps": 2, "resume": True}))
+        run_grpo(cfg.with_(**{"trainer.max_steps": 2, "resume": True, "trainer.learning_rate": 1e-2}))
+    again = run_grpo(cfg.with_(**{"trainer.max_steps": 2, "resume": True}))
     assert again["steps"] == 2 and again["resumed_from"] == 1 and again["new_steps"] == 1
     assert [p["step"] for p in again["reward_parts"]] == [1]  # only the new update was generated and scored
     recs = [json.loads(line) for line in (d / "grpo" / "state" / "updates.jsonl").read_text().splitlines()]
     assert [r["update"] for r in recs] == [1, 2] and recs[1]["contexts"] == 4
     assert_all_changed(saved, lora_tensors(d / "grpo" / "state" / "adapter"))
-    done = run_grpo(build_config(GRPOTrainConfig, {**fields, "max_steps": 2, "resume": True}))
+    done = run_grpo(cfg.with_(**{"trainer.max_steps": 2, "resume": True}))
     assert done["new_steps"] == 0 and done["steps"] == 2  # nothing left: no model is loaded, nothing runs
 
 
@@ -181,10 +182,15 @@ def test_sft_that_diverges_raises_and_saves_no_adapter(world: dict) -> None:
 
     d = world["dir"]
     cfg = build_config(SFTTrainConfig, {
-        "model": world["model"], "report_to": "none", "use_cpu": True, "learning_rate": 1e30, "seed": 0,
+        "model": world["model"], "trainer.report_to": "none", "trainer.use_cpu": True, "seed": 0,
         "adapter": str(d / "adapter0"), "data": str(d / "sft.jsonl"), "output_dir": str(d / "sft-nan"),
-        "max_steps": 6, "micro_batch": 1, "lora_dropout": 0.0, "max_length": 256, "logging_steps": 1,
+        "trainer.max_steps": 6, "trainer.micro_batch": 1, "lora.dropout": 0.0, "max_length": 256,
+        "trainer.logging_steps": 1,
     })
+    with pytest.raises(UserError, match="learning_rate"):  # the config refuses such a rate ...
+        cfg.with_(**{"trainer.learning_rate": 1e30})
+    # ... so it is set past the check (model_copy does not validate) to drive a real run to divergence
+    cfg = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"learning_rate": 1e30})})
     with pytest.raises(RuntimeError, match="diverged"):
         run_sft(cfg)
     assert not (d / "sft-nan" / "adapter").exists()

@@ -54,7 +54,7 @@ def test_sft_data_keeps_improved_screened_revisions(tmp_path: Path, executor: st
         f"teacher: python:{tmp_path / 'teacher.py'}:teach\n"
         f"solver: python:{tmp_path / 'solver.py'}:solve\n"
         f"families: ['jsonl:{tmp_path / 'arith.jsonl'}?scorer=exact']\n"
-        "contexts_per_family: 2\ncandidates: 3\nn_feedback: 2\nn_score: 3\nn_traces: 1\nseed: 1\n"
+        "contexts_per_family: 2\ncandidates: 3\nsplits: {n_feedback: 2, n_score: 3}\nproposer: {n_traces: 1}\nseed: 1\n"
         f"out: {tmp_path / 'sft.jsonl'}\nrun_dir: {tmp_path / 'run'}\n"
     )
     p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "train", "sft-data", "--config", str(cfg), "--json",

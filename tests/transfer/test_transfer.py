@@ -78,12 +78,37 @@ def test_run_until_starts_no_job_the_finished_ones_say_would_be_cut() -> None:
 
 
 def test_settings_refuse_unknown_stages_engines_and_arms() -> None:
-    with pytest.raises(UserError, match="unknown stage"):
-        TransferSettings(model="m", stages=("sftdata", "pretrain"))
-    with pytest.raises(UserError, match="engine"):
-        TransferSettings(model="m", engine="tgi")
-    with pytest.raises(UserError, match="arms"):
-        TransferSettings(model="m", arms=("base", "teacher"))
+    from harnesslearn.settings.load import load
+
+    with pytest.raises(UserError, match="--stages must be one of sftdata, sft, grpo, eval"):
+        load(TransferSettings, overrides=["model=m", "stages=sftdata,pretrain"], label="--{}")
+    with pytest.raises(UserError, match="engine must be one of vllm, hf"):
+        load(TransferSettings, overrides=["model=m", "engine=tgi"])
+    with pytest.raises(UserError, match="eval.arms must be one of"):
+        load(TransferSettings, overrides=["model=m", "eval.arms=base,teacher"])
+    with pytest.raises(UserError, match="local or shards"):
+        load(TransferSettings, overrides=["runtime.executor=ray"])
+
+
+def test_the_recipe_options_are_generated_from_the_settings_tree() -> None:
+    """experiments/qwen12.py: one option per leaf of the tree, by its dotted key; the stage groups go
+    down whole (the GRPO config gets the recipe's LoRA, runtime and budgets objects, not copies of fields)."""
+    import argparse
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import qwen12
+
+    p = argparse.ArgumentParser()
+    qwen12.settings_parser(p)
+    a = p.parse_args(["--model", "m", "--sftdata.contexts", "50", "--grpo.trainer.learning-rate", "1e-5",
+                      "--eval.families", "gcd,maze", "--force", "--set", "lora.r=8"])
+    from harnesslearn.settings.load import load
+
+    given = {k: v for k, v in vars(a).items() if k not in ("config", "overrides") and v is not None}
+    s = load(TransferSettings, a.config, a.overrides, options=given)
+    assert (s.sftdata.contexts, s.grpo.trainer.learning_rate, s.eval.families, s.force, s.lora.r) == (
+        50, 1e-5, ("gcd", "maze"), True, 8)
+    assert s.grpo.trainer.max_steps == 80 and s.sft.trainer.learning_rate == 1e-4  # the stages' own defaults
 
 
 @pytest.mark.slow
@@ -131,26 +156,26 @@ def test_the_gpu_pipeline_runs_all_four_stages_on_the_cpu(tmp_path: Path) -> Non
     def again(*args: str) -> tuple[dict, str]:
         p = subprocess.run([sys.executable, str(ROOT / "experiments" / "qwen12.py"), "run", "--model",
                             str(tmp_path / "w" / "model"), "--work", str(tmp_path / "w"), "--engine", "hf", "--solver",
-                            "python:harnesslearn.transfer.smoke:solver", "--families-train", "gcd", "--n-feedback", "2",
+                            "python:harnesslearn.transfer.smoke:solver", "--families", "gcd", "--sftdata.splits.n-feedback", "2",
                             *args], capture_output=True, text=True, env=env, timeout=600)
         assert p.returncode == 0, p.stderr[-3000:]
         return json.loads(p.stdout), p.stderr
 
     _, err = again("--stages", "eval")
     assert "eval: done earlier, skipped" in err
-    status, _ = again("--stages", "sftdata", "--force", "--contexts-sft", "3", "--minutes-sftdata", "0.0001")
+    status, _ = again("--stages", "sftdata", "--force", "--sftdata.contexts", "3", "--sftdata.minutes", "0.0001")
     s = status["sftdata"]
     assert s["state"] == "partial" and s["finished"] == 0 and s["cancelled"] + s["not_started"] == 3, s
 
     # a partial sftdata resumes: finished contexts are not redone, their rows are kept
-    status, _ = again("--stages", "sftdata", "--contexts-sft", "1", "--minutes-sftdata", "3")
+    status, _ = again("--stages", "sftdata", "--sftdata.contexts", "1", "--sftdata.minutes", "3")
     assert status["sftdata"]["state"] == "done" and status["sftdata"]["jobs"] == 1, status["sftdata"]
     rows_before = (ret / "sft.jsonl").read_text()
     assert rows_before  # the zoo interpreter loop beat the seed: a kept row
     st = json.loads((ret / "status.json").read_text())
     st["sftdata"]["state"] = "partial"  # as if a stretch had been cut before the plan grew
     (ret / "status.json").write_text(json.dumps(st))
-    status, _ = again("--stages", "sftdata", "--contexts-sft", "2", "--minutes-sftdata", "3")
+    status, _ = again("--stages", "sftdata", "--sftdata.contexts", "2", "--sftdata.minutes", "3")
     s = status["sftdata"]
     assert s["state"] == "done" and s["jobs"] == 1 and s["contexts_done"] == 2, s  # only the new context ran
     assert (ret / "sft.jsonl").read_text().startswith(rows_before)

@@ -15,6 +15,7 @@ import sqlite3
 import sys
 
 import typer
+from pydantic import BaseModel, ValidationError
 
 try:  # typer >= 0.17 vendors click
     from typer._click import exceptions as _cx
@@ -49,6 +50,12 @@ def main(argv: list[str] | None = None) -> None:
     except _cx.ClickException as e:
         sys.stderr.write(f"harnesslearn: error: {e.format_message().splitlines()[0]}\n")
         sys.exit(2)
+    except ValidationError as e:  # a settings object built outside the loader: still one line
+        from harnesslearn.settings.base import settings_error
+
+        model = e.title
+        sys.stderr.write(f"harnesslearn: error: {model}: {settings_error(_model(model), e)}\n")
+        sys.exit(2)
     except UserError as e:
         sys.stderr.write(f"harnesslearn: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n")
         sys.exit(2)
@@ -68,6 +75,19 @@ def main(argv: list[str] | None = None) -> None:
     if rv == 130:  # click returns typer's Exit(130) for a Ctrl-C when not in standalone mode
         sys.stderr.write("harnesslearn: interrupted\n")
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _model(title: str) -> type[BaseModel]:
+    """The settings class a ValidationError's title names (BaseModel when unknown: the raw location)."""
+    from harnesslearn.settings.base import Settings
+
+    todo: list[type[BaseModel]] = [Settings]
+    while todo:
+        c = todo.pop()
+        if c.__name__ == title:
+            return c
+        todo += c.__subclasses__()
+    return BaseModel
 
 
 if __name__ == "__main__":

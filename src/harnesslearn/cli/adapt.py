@@ -2,63 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import inspect
 import sys
-import typing
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit
+from harnesslearn.cli.app import JsonOpt, app, emit
+from harnesslearn.cli.options import settings_options
 from harnesslearn.errors import UserError
-from harnesslearn.sandbox.records import Budgets
-from harnesslearn.settings import AdaptSettings
+from harnesslearn.settings.adapt import AdaptSettings
 
 # ---------------------------------------------------------------- adapt / report / demo
 # adapt, demo (E1): test-time adaptation and the demo on the embedded model
-H = AdaptSettings.help
-
-
-def settings_options(fn: Callable[..., None]) -> Callable[..., None]:
-    """One typer option per ``AdaptSettings`` field that names a CLI option (its help, default and option
-    come from the field's metadata, so they are written once, in settings.py); the command receives the
-    ``AdaptSettings`` built from them as ``settings`` (a bad value: one line, exit 2, before anything runs)."""
-    hints = typing.get_type_hints(AdaptSettings)
-    extra = []
-    for f in dataclasses.fields(AdaptSettings):
-        if f.metadata["option"] is None:
-            continue
-        name, typ, default = f.name, hints[f.name], f.default
-        if f.name == "budgets":  # --timeout sets Budgets.timeout_s
-            name, typ, default = "timeout", float, Budgets().timeout_s
-        elif typing.get_origin(typ) is typing.Literal:  # choices are checked by AdaptSettings, naming the option
-            typ = str
-        extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[
-            typ, typer.Option(f.metadata["option"], help=f.metadata["help"])]))
-    own_hints = typing.get_type_hints(fn, include_extras=True)
-    sig = inspect.signature(fn)
-    own = [p.replace(annotation=own_hints[p.name]) for p in sig.parameters.values() if p.name != "settings"]
-
-    @functools.wraps(fn)
-    def command(**kw: Any) -> None:
-        values = {f.name: kw.pop("timeout" if f.name == "budgets" else f.name) for f in dataclasses.fields(AdaptSettings)
-                  if f.metadata["option"] is not None}
-        values["budgets"] = Budgets(timeout_s=values["budgets"])
-        fn(settings=AdaptSettings(**values), **kw)
-
-    params = own + extra
-    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-    return command
 
 
 @app.command()
-@settings_options
+@settings_options(AdaptSettings)
 def adapt(
     settings: AdaptSettings,
     task: Annotated[str, typer.Option("--task", help="Task spec, e.g. rg:basic_arithmetic or jsonl:FILE.")],
@@ -71,7 +32,6 @@ def adapt(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="Start from this harness (.py, seed name or zoo:NAME); default: the task's seed.")] = None,
-    executor: ExecutorOpt = "local",
     as_json: JsonOpt = False,
 ) -> None:
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
@@ -86,8 +46,7 @@ def adapt(
         raise UserError("--run-dir must not be empty")
     if resume and run_dir is None:
         raise UserError("--resume needs --run-dir (the run directory to continue)")
-    rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, concurrency=settings.concurrency,
-                       warm=False)
+    rt = SolverRuntime.of(solver, settings.runtime, base_url=solver_base_url, warm=False)
     t = load_task(task)
     seed_h = resolve_harness(harness, t, settings.seed) if harness else None
     proposer_m = load_model(proposer, base_url=proposer_base_url)

@@ -11,7 +11,8 @@ import typer
 from harnesslearn import aio
 from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit, write_output, zoo_names
 from harnesslearn.errors import InfraError, UserError
-from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S
+from harnesslearn.sandbox.records import MAX_TIMEOUT_S
+from harnesslearn.settings.groups import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED
 
 
 # ---------------------------------------------------------------- tasks

@@ -10,8 +10,8 @@ import typer
 
 from harnesslearn import aio
 from harnesslearn.cli.app import JsonOpt, emit, memory_app, write_output, zoo_names
-from harnesslearn.sandbox.records import Budgets
-from harnesslearn.settings import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED, MAX_TIMEOUT_S
+from harnesslearn.sandbox.records import MAX_TIMEOUT_S, Budgets
+from harnesslearn.settings.groups import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED
 
 # ---------------------------------------------------------------- memory
 MemoryPathOpt = Annotated[str | None, typer.Option(

@@ -58,7 +58,7 @@ def summary(view: RunView) -> str:
            for k, v in sorted(view.config.items())]
     shown, added = view.result.get("memory_shown") or [], view.result.get("memory_added")
     memory = ""
-    if view.config.get("memory") is not None or shown or added:
+    if view.config.get("memory.enabled", view.config.get("memory")) is not None or shown or added:
         memory = (f"<p>harness memory: {len(shown)} entr{'y' if len(shown) == 1 else 'ies'} shown to the proposer"
                   + (f" ({esc(', '.join(_sid(e) for e in shown))})" if shown else "")
                   + ("; this run added its best harness as entry " + f'<span class="hid">{esc(_sid(added))}</span>'

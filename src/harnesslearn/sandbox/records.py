@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from harnesslearn.settings.base import Settings, setting
+
 if TYPE_CHECKING:
     from harnesslearn.tasks.base import Problem
 
@@ -23,15 +25,20 @@ class Status(StrEnum):
     INFRA_ERROR = "infra_error"  # not a harness failure: never scored, kept out of averages
 
 
-@dataclass(frozen=True)
-class Budgets:
-    """Per-problem limits enforced by the broker in the trusted process."""
+MAX_TIMEOUT_S = 86_400.0  # one solve() call: a day
 
-    timeout_s: float = 60.0  # wall clock of one solve() call
-    max_calls: int = 16  # model calls
-    max_tokens: int = 8192  # prompt + completion tokens over all calls
-    memory_mb: int = 1024  # address space of the worker
-    tool_calls: int = 16  # python/search tool calls
+
+class Budgets(Settings):
+    """Per-problem limits enforced by the broker in the trusted process (a settings group: validated on
+    construction, a bad value is one UserError line)."""
+
+    timeout_s: float = setting(60.0, "--timeout", "Wall-clock seconds of one solve() call (model waits not counted).",
+                               lo=0.001, hi=MAX_TIMEOUT_S)
+    max_calls: int = setting(16, None, "Solver calls allowed per problem.", lo=1, hi=1_000_000)
+    max_tokens: int = setting(8192, None, "Solver tokens (prompt + completion, all calls) allowed per problem.",
+                              lo=1, hi=10**9)
+    memory_mb: int = setting(1024, None, "Address space of the worker, MiB.", lo=16, hi=1_048_576)
+    tool_calls: int = setting(16, None, "python / search tool calls allowed per problem.", lo=0, hi=1_000_000)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 
 Files, in the order data flows through them:
 
-- ``config.py``   -- one dataclass per command (help on every field), YAML loading, strict keys.
+- ``config.py``   -- one settings tree per command (the shared groups + lora, trainer, grpo, vllm), loaded
+  from YAML + ``--set KEY=VALUE`` by the one loader (``harnesslearn.settings.load``), strict keys.
 - ``reward.py``   -- ``harness_reward`` (r = J + 0.05 parsed + 0.10 produced + 0.15 completion,
                      None on infrastructure failure) and the concurrent batch helper.
 - ``screen.py``   -- the SFT quality screen and the revision-kind classifier.

@@ -4,8 +4,8 @@ A context is (training family, harness state, feedback): the harness is evaluate
 feedback split through the executor and the proposer format renders the prompt, the same
 call test-time adaptation makes. Variants:
 
-- format-varied: ``style="varied"`` in the prompt (``propose/prompt.py``) (section order, trace and aggregate
-  formats chosen per context) and several seed-harness styles (``seed_harnesses``, see
+- format-varied: ``proposer.style="varied"`` in the prompt (``propose/prompt.py``) (section order, trace
+  and aggregate formats chosen per context) and several seed-harness styles (``grpo.seed_harnesses``, see
   ``seed_styles.py``);
 - multistep: the harness of a context is the best after ``k`` revision rounds of a proposer
   (the current policy, through ``PolicyBackend``), ``k`` drawn in ``[0, max_rounds]``; each round
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ def seed_harness(ref: str) -> Harness:
 
 
 def plan_contexts(
-    families: list[str], seed_harnesses: list[str], n: int, *, seed: int, multistep_max_rounds: int = 0
+    families: Sequence[str], seed_harnesses: Sequence[str], n: int, *, seed: int, multistep_max_rounds: int = 0
 ) -> list[ContextPlan]:
     """``n`` contexts cycling over families (and seed harnesses), each with its own problem seed."""
     if not families or not seed_harnesses:
@@ -149,7 +150,7 @@ class Builder:
         return Context(plan.id, plan.task_spec, plan.seed, harness, prompt, plan.rounds, parent_J)
 
 
-def load_tasks(specs: list[str]) -> dict[str, Any]:
+def load_tasks(specs: Sequence[str]) -> dict[str, Any]:
     from harnesslearn.tasks import load_task
 
     return {s: load_task(s) for s in dict.fromkeys(specs)}

@@ -2,16 +2,16 @@
 
 Flow: build the contexts (``contexts.py``: seed harness -> feedback evaluation -> the test-time
 proposer prompt), hand them to TRL as a prompt dataset, and score every group of
-``num_generations`` completions with ``harness_reward`` -- the completion goes through
+``grpo.num_generations`` completions with ``harness_reward`` -- the completion goes through
 the format's ``decode`` (``propose/decode.py``) (the prompt ends with an opening SEARCH marker), the edit is applied,
 and the candidate harness is run by the executor with the solver. The whole generation batch is
 scored concurrently (one gather) on a private event loop thread that also owns the solver and
 the executor, so they live on one loop for the whole run. A candidate that cannot be scored
 because of an infrastructure failure gets ``None``, which TRL treats as missing.
 
-Batch arithmetic: an optimizer update sees ``contexts_per_update * num_generations``
-completions, in micro batches of ``micro_batch`` (gradient accumulation makes up the rest);
-one epoch is ``contexts_per_epoch`` contexts. Logged per generation batch through TRL's
+Batch arithmetic: an optimizer update sees ``grpo.contexts_per_update * grpo.num_generations``
+completions, in micro batches of ``trainer.micro_batch`` (gradient accumulation makes up the rest);
+one epoch is ``grpo.contexts_per_epoch`` contexts. Logged per generation batch through TRL's
 ``report_to`` as ``reward_parts/{reward,J,parse_rate,produce_rate,completion_rate,none_rate}``, written
 to the run store's ``rewards`` table and to the rollout export (``rollouts.py``).
 
@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,10 +42,9 @@ from harnesslearn.harness import Harness
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.propose.formats import ProposerFormat, by_name
 from harnesslearn.runtime import SolverRuntime
-from harnesslearn.sandbox import ExecutorConfig
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
-from harnesslearn.training.config import GRPOTrainConfig, trainer_kwargs
+from harnesslearn.training.config import GRPOTrainConfig
 from harnesslearn.training.contexts import (
     Builder,
     Context,
@@ -191,24 +190,20 @@ class ExecutionReward:
 
 def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
     """(per-device micro batch, gradient accumulation steps) for contexts_per_update x G."""
-    per_update = cfg.contexts_per_update * cfg.num_generations
-    if per_update % cfg.micro_batch:
-        raise UserError(f"contexts_per_update x num_generations ({per_update}) must be a multiple of micro_batch "
-                        f"({cfg.micro_batch})")
-    if cfg.micro_batch % cfg.num_generations and cfg.num_generations % cfg.micro_batch:
-        raise UserError(f"micro_batch ({cfg.micro_batch}) and num_generations ({cfg.num_generations}) must divide "
-                        "one another")
-    return cfg.micro_batch, per_update // cfg.micro_batch
+    g, micro = cfg.grpo.num_generations, cfg.trainer.micro_batch
+    per_update = cfg.grpo.contexts_per_update * g
+    if per_update % micro:
+        raise UserError(f"grpo.contexts_per_update x grpo.num_generations ({per_update}) must be a multiple of "
+                        f"trainer.micro_batch ({micro})")
+    if micro % g and g % micro:
+        raise UserError(f"trainer.micro_batch ({micro}) and grpo.num_generations ({g}) must divide one another")
+    return micro, per_update // micro
 
 
 def _open_runtime(cfg: GRPOTrainConfig, runner: LoopThread) -> SolverRuntime:
     """The solver and the executor, opened through the one runtime on the runner's loop, where every
     evaluation of the run happens (closed by ``run_grpo`` on any exit)."""
-    kw: dict[str, Any] = {"isolation": cfg.isolation, "spare_slots": cfg.spare_slots}
-    if cfg.worker_python is not None:
-        kw["python"] = cfg.worker_python
-    rt = SolverRuntime(cfg.solver, base_url=cfg.solver_base_url, executor=cfg.executor,
-                       config=ExecutorConfig(**kw), concurrency=cfg.concurrency)
+    rt = SolverRuntime.of(cfg.solver, cfg.runtime, base_url=cfg.solver_base_url)
     runner.run(rt.__aenter__())
     return rt
 
@@ -225,33 +220,30 @@ def open_store(run_dir: str | None, run_id: str, config: dict[str, Any]) -> Any:
 
 
 def training_format(cfg: GRPOTrainConfig) -> ProposerFormat:
-    """The proposer format the policy is trained in (``proposer_format``; a chat prompt is rendered with
+    """The proposer format the policy is trained in (``proposer.format``; a chat prompt is rendered with
     the policy's chat template and continued from that text, as the in-process engine does at test time)."""
-    return by_name(cfg.proposer_format)
-
-
-def budgets_of(cfg: GRPOTrainConfig) -> Budgets:
-    return Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
+    return by_name(cfg.format_name)
 
 
 def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any],
                    policy: Any = None, render: Any = None,
                    span: tuple[int, int] | None = None) -> list[tuple[int, Context]]:
     """The contexts at positions ``span`` = [first, end) of the run's stream (epoch after epoch of the
-    planned ``contexts_per_epoch``; default: one epoch), realised concurrently, each with its position;
-    those longer than ``max_prompt_chars`` are left out."""
-    epoch = plan_contexts(cfg.families, cfg.seed_harnesses, cfg.contexts_per_epoch, seed=cfg.seed,
-                          multistep_max_rounds=cfg.multistep_max_rounds if cfg.multistep else 0)
+    planned ``grpo.contexts_per_epoch``; default: one epoch), realised concurrently, each with its position;
+    those longer than ``grpo.max_prompt_chars`` are left out."""
+    g, p = cfg.grpo, cfg.proposer
+    epoch = plan_contexts(cfg.families, g.seed_harnesses, g.contexts_per_epoch, seed=cfg.seed,
+                          multistep_max_rounds=g.multistep_max_rounds if g.multistep else 0)
     first, end = span or (0, len(epoch))
     plans = [epoch[i % len(epoch)] for i in range(first, end)]
-    builder = Builder(executor, cfg.n_feedback, cfg.n_score, training_format(cfg), cfg.n_traces, cfg.style,
-                      budgets_of(cfg), proposer=policy, candidates=cfg.multistep_candidates,
-                      temperature=cfg.temperature, max_tokens=cfg.max_completion_length, render=render)
+    builder = Builder(executor, cfg.splits.n_feedback, cfg.splits.n_score, training_format(cfg), p.n_traces, p.style,
+                      cfg.budgets, proposer=policy, candidates=g.multistep_candidates,
+                      temperature=p.sampling.temperature, max_tokens=p.sampling.max_tokens, render=render)
     contexts = list(zip(range(first, end), runner.run(realise_contexts(plans, builder, tasks)), strict=True))
-    if cfg.max_prompt_chars is not None:
-        contexts = [(i, c) for i, c in contexts if len(c.prompt) <= cfg.max_prompt_chars]
+    if g.max_prompt_chars is not None:
+        contexts = [(i, c) for i, c in contexts if len(c.prompt) <= g.max_prompt_chars]
         if not contexts:
-            raise UserError(f"every context prompt is longer than max_prompt_chars ({cfg.max_prompt_chars})")
+            raise UserError(f"every context prompt is longer than grpo.max_prompt_chars ({g.max_prompt_chars})")
     return contexts
 
 
@@ -271,18 +263,19 @@ def end_token_ids(tok: Any, model: Any) -> list[int]:
 
 
 def total_updates(cfg: GRPOTrainConfig) -> int:
-    """Optimizer updates of the whole run (across resumes): ``max_steps``, else the epochs' contexts."""
-    if cfg.max_steps > 0:
-        return cfg.max_steps
-    return max(1, math.ceil(cfg.contexts_per_epoch * cfg.epochs / cfg.contexts_per_update))
+    """Optimizer updates of the whole run (across resumes): ``trainer.max_steps``, else the epochs' contexts."""
+    if cfg.trainer.max_steps > 0:
+        return cfg.trainer.max_steps
+    return max(1, math.ceil(cfg.grpo.contexts_per_epoch * cfg.trainer.epochs / cfg.grpo.contexts_per_update))
 
 
 def generation_args(cfg: GRPOTrainConfig, ends: list[int]) -> dict[str, Any]:
-    """GRPOConfig's generation fields: TRL's colocated vLLM engine when ``use_vllm``."""
-    if not cfg.use_vllm:
+    """GRPOConfig's generation fields: TRL's colocated vLLM engine when ``vllm.use``."""
+    v = cfg.vllm
+    if not v.use:
         return {}
-    return {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
-            "vllm_enable_sleep_mode": cfg.vllm_sleep, "vllm_max_model_length": cfg.vllm_max_model_length,
+    return {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": v.gpu_memory_utilization,
+            "vllm_enable_sleep_mode": v.sleep, "vllm_max_model_length": v.max_model_length,
             "generation_kwargs": {"stop_token_ids": ends}}
 
 
@@ -300,7 +293,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     micro, accum = updates_layout(cfg)
     out = Path(cfg.output_dir)
     state = GRPOState(out / "state")
-    settings = asdict(cfg)
+    settings = cfg.record()
     recorded = state.read() if cfg.resume is True else None
     if recorded is not None:
         state.check(recorded, settings)
@@ -312,7 +305,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
                 "adapter": str(state.adapter), "state": str(state.dir), "output_dir": cfg.output_dir,
                 "run_dir": cfg.run_dir}
     t0 = time.perf_counter()
-    model, tok = load_policy(cfg.model, adapter=str(state.adapter) if recorded else cfg.adapter, bf16=cfg.bf16)
+    model, tok = load_policy(cfg.model, adapter=str(state.adapter) if recorded else cfg.adapter,
+                             bf16=cfg.trainer.bf16)
     ends = end_token_ids(tok, model)
     model.generation_config.eos_token_id = ends
     t_model = time.perf_counter() - t0
@@ -323,33 +317,35 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     try:
         tasks = load_tasks([task_spec(f) for f in cfg.families])
         policy = None
-        if cfg.multistep:
+        if cfg.grpo.multistep:
             from harnesslearn.training.policy import PolicyBackend
 
             policy = PolicyBackend(model, tok)
         t1 = time.perf_counter()
         render = (lambda msgs: chat_text(tok, msgs)) if training_format(cfg).chat else None
         built = build_contexts(cfg, runner, executor, tasks, policy, render,
-                               span=(contexts0, contexts0 + left * cfg.contexts_per_update))
-        built = built[:len(built) - len(built) % cfg.contexts_per_update]  # whole updates only
+                               span=(contexts0, contexts0 + left * cfg.grpo.contexts_per_update))
+        built = built[:len(built) - len(built) % cfg.grpo.contexts_per_update]  # whole updates only
         if not built:
-            raise UserError("fewer contexts than one update needs (contexts_per_update)")
+            raise UserError("fewer contexts than one update needs (grpo.contexts_per_update)")
         positions, contexts = [i for i, _ in built], [c for _, c in built]
         t_contexts = time.perf_counter() - t1
         sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
         hooks = hooks or GRPOHooks()
         clock = PhaseClock(hooks)
-        reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.n_score, budgets=budgets_of(cfg),
-                                 fmt=training_format(cfg), max_completion_length=cfg.max_completion_length,
+        sampling = cfg.proposer.sampling
+        reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.splits.n_score, budgets=cfg.budgets,
+                                 fmt=training_format(cfg), max_completion_length=sampling.max_tokens,
                                  clock=clock, step_offset=step0)
         args = GRPOConfig(
-            **{**trainer_kwargs(cfg), "max_steps": len(contexts) // cfg.contexts_per_update},
+            **{"output_dir": cfg.output_dir, "seed": cfg.seed, **cfg.trainer.kwargs(),
+               "max_steps": len(contexts) // cfg.grpo.contexts_per_update},
             per_device_train_batch_size=micro,
             gradient_accumulation_steps=accum,
-            num_generations=cfg.num_generations,
-            max_completion_length=cfg.max_completion_length,
-            temperature=cfg.temperature,
-            beta=cfg.beta,
+            num_generations=cfg.grpo.num_generations,
+            max_completion_length=sampling.max_tokens,
+            temperature=sampling.temperature,
+            beta=cfg.grpo.beta,
             shuffle_dataset=False,  # contexts come in the plan's order, so a resumed run sees the ones that follow
             lr_scheduler_type="constant",  # a schedule that does not depend on where a stretch starts
             **generation_args(cfg, ends),
@@ -360,12 +356,13 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             args=args,
             train_dataset=Dataset.from_list([c.row() for c in contexts]),
             processing_class=tok,
-            peft_config=None if (cfg.adapter or recorded) else lora_config(cfg.lora_r, cfg.lora_alpha,
-                                                                           cfg.lora_dropout, cfg.target_modules),
+            peft_config=None if (cfg.adapter or recorded) else lora_config(cfg.lora.r, cfg.lora.alpha,
+                                                                           cfg.lora.dropout, cfg.lora.target_modules),
         )
         trainer.add_callback(clock.callback())
         trainer.add_callback(recorder(state, trainer.model, clock, sink, step0=step0, positions=positions,
-                                      contexts_per_update=cfg.contexts_per_update, settings=settings))
+                                      contexts_per_update=cfg.grpo.contexts_per_update,
+                                      settings=settings))
         assert rt.solver is not None
         hooks.on_start(GRPORun(trainer, rt.solver, sink, executor.isolation))
         t2 = time.perf_counter()

@@ -33,10 +33,12 @@ from typing import Any
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_text, finite
 
-# the settings a resumed run must share with the run it continues (anything else may change)
-FIXED = ("model", "lora_r", "lora_alpha", "target_modules", "learning_rate", "num_generations",
-         "contexts_per_update", "contexts_per_epoch", "families", "seed", "seed_harnesses", "proposer_format",
-         "style", "n_score", "n_feedback", "beta", "temperature", "max_completion_length", "solver")
+# the settings a resumed run must share with the run it continues (anything else may change), by the
+# dotted keys of the config's record (``GRPOTrainConfig.record``)
+FIXED = ("model", "lora.r", "lora.alpha", "lora.target_modules", "trainer.learning_rate", "grpo.num_generations",
+         "grpo.contexts_per_update", "grpo.contexts_per_epoch", "families", "seed", "grpo.seed_harnesses",
+         "proposer.format", "proposer.style", "splits.n_score", "splits.n_feedback", "grpo.beta",
+         "proposer.sampling.temperature", "proposer.sampling.max_tokens", "solver")
 
 
 @dataclass
@@ -65,8 +67,11 @@ class GRPOState:
         return data
 
     def check(self, recorded: dict[str, Any], settings: dict[str, Any]) -> None:
-        """Refuse to resume with a changed setting that shapes the run (one line, naming it)."""
-        old = recorded.get("settings", {})
+        """Refuse to resume with a changed setting that shapes the run (one line, naming it). A state written
+        before the settings tree (flat keys such as ``lora_r``) is read through the configs' ``LEGACY`` names."""
+        from harnesslearn.training.config import LEGACY
+
+        old = {LEGACY.get(k, k): v for k, v in recorded.get("settings", {}).items()}
         for key in FIXED:
             if key in old and key in settings and _norm(old[key]) != _norm(settings[key]):
                 raise UserError(f"resume: {key} was {old[key]!r} in the run being resumed, now {settings[key]!r} "

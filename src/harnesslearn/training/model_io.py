@@ -11,6 +11,7 @@ seconds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,12 @@ def load_policy(spec: str, *, adapter: str | None = None, bf16: bool = False) ->
     return model, tok
 
 
-def lora_config(r: int, alpha: int, dropout: float, target_modules: str | list[str]) -> Any:
+def lora_config(r: int, alpha: int, dropout: float, target_modules: str | Sequence[str]) -> Any:
+    """PEFT's LoraConfig (``target_modules``: ``all-linear`` stays a string, a sequence of names a list)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
-                      task_type="CAUSAL_LM")
+    modules = target_modules if isinstance(target_modules, str) else list(target_modules)
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=modules, task_type="CAUSAL_LM")
 
 
 def chat_text(tok: Any, messages: list[dict[str, str]]) -> str:

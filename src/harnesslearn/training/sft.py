@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.training.config import SFTTrainConfig, trainer_kwargs
+from harnesslearn.training.config import SFTTrainConfig
 from harnesslearn.training.model_io import load_policy, lora_config
 
 
@@ -98,7 +98,7 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.bf16)
+    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.trainer.bf16)
     rows, too_long = fit_rows(rows, tok, cfg.max_length)
     if too_long:
         print(f"harnesslearn: SFT: {too_long} row(s) longer than max_length {cfg.max_length} tokens left out",
@@ -106,9 +106,11 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
     if not rows:
         raise UserError(f"every SFT row of {cfg.data} is longer than max_length {cfg.max_length} tokens")
     args = SFTConfig(
-        **trainer_kwargs(cfg),
-        per_device_train_batch_size=cfg.micro_batch,
-        gradient_accumulation_steps=cfg.grad_accum,
+        output_dir=cfg.output_dir,
+        seed=cfg.seed,
+        **cfg.trainer.kwargs(),
+        per_device_train_batch_size=cfg.trainer.micro_batch,
+        gradient_accumulation_steps=cfg.trainer.grad_accum,
         max_length=cfg.max_length,
         completion_only_loss=True,
         dataset_num_proc=None,
@@ -118,7 +120,8 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tok,
-        peft_config=None if cfg.adapter else lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules),
+        peft_config=None if cfg.adapter else lora_config(cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout,
+                                                         cfg.lora.target_modules),
     )
     guard = finite_guard()
     for cb in [guard, *(callbacks or [])]:

@@ -22,13 +22,11 @@ import asyncio
 import json
 import sys
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.sandbox.protocol import HarnessExecutor
-from harnesslearn.sandbox.records import Budgets
 from harnesslearn.seeding import child_seed
 from harnesslearn.training.config import SFTDataConfig
 from harnesslearn.training.contexts import load_tasks, task_spec
@@ -42,14 +40,14 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
     from harnesslearn.propose.prompt import PromptContext
     from harnesslearn.propose.rounds import revise
 
-    budgets = Budgets(timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, max_tokens=cfg.max_tokens_per_problem)
+    budgets, n_score, p = cfg.budgets, cfg.splits.n_score, cfg.proposer
     pseed = child_seed(cfg.seed, ctx_index)
-    fb = await evaluate(seed_h, task, "feedback", cfg.n_feedback, pseed, executor, budgets, progress=False)
-    before = await evaluate(seed_h, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
-    fmt = by_name(cfg.proposer_format)  # plain-search: the teacher continues a prompt ending in an open SEARCH
-    prompt = str(fmt.render(PromptContext(task, seed_h, fb, style=cfg.style, n_traces=cfg.n_traces, rng_seed=pseed)))
+    fb = await evaluate(seed_h, task, "feedback", cfg.splits.n_feedback, pseed, executor, budgets, progress=False)
+    before = await evaluate(seed_h, task, "score", n_score, pseed, executor, budgets, progress=False)
+    fmt = by_name(p.format)  # plain-search: the teacher continues a prompt ending in an open SEARCH
+    prompt = str(fmt.render(PromptContext(task, seed_h, fb, style=p.style, n_traces=p.n_traces, rng_seed=pseed)))
     cands = await revise(seed_h, prompt, fmt, teacher, cfg.candidates, seed=pseed, round=0,
-                         temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+                         temperature=p.sampling.temperature, max_tokens=p.sampling.max_tokens)
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()
 
@@ -66,7 +64,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
             counts.update(f"screen:{r}" for r in rejected)
             return None
         child = Harness(ed.source, parent_id=seed_h.id, edit=text)
-        after = await evaluate(child, task, "score", cfg.n_score, pseed, executor, budgets, progress=False)
+        after = await evaluate(child, task, "score", n_score, pseed, executor, budgets, progress=False)
         if after.J is None or before.J is None:
             counts["infra_error"] += 1
             return None
@@ -79,7 +77,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
             "provenance": {
                 "teacher": cfg.teacher, "solver": cfg.solver, "family": task.family, "task": task.spec,
                 "seed": pseed, "J_before": before.J, "J_after": after.J, "kind": classify_revision(seed_h.source, ed.source),
-                "parent_id": seed_h.id, "harness_id": child.id, "n_score": cfg.n_score, "style": cfg.style,
+                "parent_id": seed_h.id, "harness_id": child.id, "n_score": n_score, "style": p.style,
                 "proposer_format": fmt.name,
             },
         }
@@ -92,7 +90,6 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     """Write the dataset; returns the summary the CLI prints."""
     from harnesslearn.models import load_model
     from harnesslearn.runtime import SolverRuntime
-    from harnesslearn.sandbox import ExecutorConfig
 
     teacher = load_model(cfg.teacher, base_url=cfg.teacher_base_url)
     seed_h = load_harness(cfg.seed_harness)
@@ -103,14 +100,10 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
 
         store = Store.open(cfg.run_dir)
         if store.run("sft-data") is None:
-            store.create_run("sft-data", asdict(cfg), strategy="sft-data")
+            store.create_run("sft-data", cfg.record(), strategy="sft-data")
         store.add_harness(seed_h, run_id="sft-data", round=0)
-    kw: dict[str, Any] = {"isolation": cfg.isolation}
-    if cfg.worker_python is not None:
-        kw["python"] = cfg.worker_python
     try:
-        async with SolverRuntime(cfg.solver, base_url=cfg.solver_base_url, executor=cfg.executor,
-                                 config=ExecutorConfig(**kw), concurrency=cfg.concurrency) as rt:
+        async with SolverRuntime.of(cfg.solver, cfg.runtime, base_url=cfg.solver_base_url) as rt:
             ex = rt.sandbox
             jobs = [
                 _one_context(cfg, teacher, ex, task, seed_h, fi * cfg.contexts_per_family + c, store)

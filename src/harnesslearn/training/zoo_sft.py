@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnesslearn.harness import Harness
-from harnesslearn.propose.formats import FormatName
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
+from harnesslearn.settings.groups import ProposerSettings, Sampling, TrainSplits
 from harnesslearn.training.screen import KINDS, classify_revision, screen
 
 Render = Callable[[Any], str]
@@ -38,19 +38,19 @@ Render = Callable[[Any], str]
 
 @dataclass
 class ZooSFTSettings:
-    n_feedback: int = 4
-    n_score: int = 8
-    n_traces: int = 3
+    """One context's rows: its splits, the proposer's format, prompt and sampling (a chat format: the rows
+    are its rendered prompts), the zoo entries and self samples tried, the quality screen."""
+
+    splits: TrainSplits = field(default_factory=lambda: TrainSplits(n_feedback=4, n_score=8))
+    proposer: ProposerSettings = field(default_factory=lambda: ProposerSettings(
+        format="chat-prefill", n_traces=3, sampling=Sampling(temperature=0.8, max_tokens=768)))
     zoo_names: tuple[str, ...] = ("interpreter_loop", "reason_extract", "self_consistency", "verify_retry",
                                   "few_shot")
     samples: int = 0  # best-of-N self samples per context (0: zoo only)
-    temperature: float = 0.8
-    max_tokens: int = 768
     budgets: Budgets | None = None
     max_source_chars: int = 12000
     max_source_lines: int = 300
     labels: dict[str, str] = field(default_factory=dict)  # extra provenance (solver, proposer)
-    proposer_format: FormatName = "chat-prefill"  # a chat format: the rows are its rendered prompts
 
 
 async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: HarnessExecutor, render: Render,
@@ -64,13 +64,14 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
     from harnesslearn.propose.rounds import judge, revise
 
     s = settings
-    fmt = by_name(s.proposer_format)  # chat-prefill: the rewrite opened in the turn the in-process engine continues
+    fmt = by_name(s.proposer.format)  # chat-prefill: the rewrite opened in the turn the in-process engine continues
     if not fmt.chat:
         raise ValueError(f"zoo SFT rows need a chat proposer format (got {fmt.name})")
     fb, before = await asyncio.gather(
-        evaluate(seed_h, task, "feedback", s.n_feedback, pseed, executor, s.budgets, progress=False),
-        evaluate(seed_h, task, "score", s.n_score, pseed, executor, s.budgets, progress=False))
-    msgs = fmt.render(PromptContext(task, seed_h, fb, n_traces=s.n_traces, rng_seed=pseed))
+        evaluate(seed_h, task, "feedback", s.splits.n_feedback, pseed, executor, s.budgets, progress=False),
+        evaluate(seed_h, task, "score", s.splits.n_score, pseed, executor, s.budgets, progress=False))
+    msgs = fmt.render(PromptContext(task, seed_h, fb, n_traces=s.proposer.n_traces, style=s.proposer.style,
+                                    rng_seed=pseed))
     prompt = render(msgs)
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()
@@ -86,14 +87,16 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
         proposals.append((f"zoo:{name}", fmt.decode(completion, msgs)))
     if proposer is not None and s.samples:
         sampled = await revise(seed_h, msgs, fmt, proposer, s.samples, seed=pseed, round=0,
-                               temperature=s.temperature, max_tokens=s.max_tokens)
+                               temperature=s.proposer.sampling.temperature,
+                               max_tokens=s.proposer.sampling.max_tokens)
         proposals += [(f"self:{c.index}", c.proposal) for c in sampled]
 
     cands = await judge(seed_h, proposals)  # applied; the valid ones that pass the screen are scored, at once
     evs: dict[int, Any] = {}
 
     async def score(c: Any) -> None:
-        evs[c.index] = await evaluate(c.harness, task, "score", s.n_score, pseed, executor, s.budgets, progress=False)
+        evs[c.index] = await evaluate(c.harness, task, "score", s.splits.n_score, pseed, executor, s.budgets,
+                                      progress=False)
         c.J = evs[c.index].J
 
     await asyncio.gather(*(score(c) for c in cands if c.harness is not None and not screen(
@@ -122,7 +125,7 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
                     "source": c.label, "family": task.family, "task": task.spec, "seed": pseed,
                     "J_before": before.J, "J_after": c.J, "completion_rate": evs[c.index].completion_rate,
                     "kind": classify_revision(seed_h.source, c.harness.source),
-                    "parent_id": seed_h.id, "harness_id": c.harness.id, "n_score": s.n_score,
+                    "parent_id": seed_h.id, "harness_id": c.harness.id, "n_score": s.splits.n_score,
                     "proposer_format": fmt.name, **s.labels,
                 },
             })

@@ -49,7 +49,7 @@ def run(s: TransferSettings) -> dict[str, Any]:
     status_path = ret / "status.json"
     status: dict[str, Any] = json.loads(status_path.read_text()) if status_path.is_file() else {}
     t0 = time.time()
-    stages.write_json(ret / "settings.json", s.as_dict())
+    stages.write_json(ret / "settings.json", s.record())
 
     def mark(stage: str, **info: Any) -> None:
         status[stage] = {**info, "t": round(time.time() - t0, 1)}

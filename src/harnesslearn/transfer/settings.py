@@ -1,112 +1,151 @@
-"""Every knob of the transfer experiment, in one settings object built at the edge (the recipe's
-command line) and passed down whole. ``TransferSettings.smoke`` gives the minute-scale CPU version
-that CI runs (``experiments/qwen12.py smoke``)."""
+"""Every knob of the transfer experiment, in one settings tree composed of the library's groups (the
+runtime, budgets, LoRA, proposer, splits, the trainer and GRPO settings), built at the edge (the recipe's
+command line: ``experiments/qwen12.py run --sftdata.contexts 50 --grpo.trainer.learning-rate 1e-5``, or
+``--set KEY=VALUE``, or ``--config FILE``) and passed down whole: a stage hands ``s.runtime``, ``s.lora``,
+``s.budgets``, ``s.sft.trainer`` to the job it runs, never field by field. ``TransferSettings.smoke``
+gives the minute-scale CPU version that CI runs (``experiments/qwen12.py smoke``)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Literal
 
-from harnesslearn.settings import check_settings, setting
+from harnesslearn.errors import UserError
+from harnesslearn.sandbox.records import Budgets
+from harnesslearn.settings.base import Settings, setting
+from harnesslearn.settings.groups import (
+    Lora,
+    ProposerSettings,
+    RuntimeSettings,
+    Sampling,
+    Splits,
+    TrainSplits,
+)
 from harnesslearn.tasks.families import family_set
+from harnesslearn.training.config import Colocate, GRPOSettings, TrainerSettings
 
-STAGES = ("sftdata", "sft", "grpo", "eval")
-ENGINES = ("vllm", "hf")
-ARMS = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem")  # X_mem: X's proposer shown the harness memory
+Stage = Literal["sftdata", "sft", "grpo", "eval"]
+Arm = Literal["zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem"]  # X_mem: X's proposer shown the memory
+STAGES: tuple[Stage, ...] = ("sftdata", "sft", "grpo", "eval")
+ARMS: tuple[Arm, ...] = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem")
 
 
-@dataclass
-class TransferSettings:
-    model: str = setting("", None, "transformers folder of the base model: the frozen solver and the proposer to train")
-    work: str = setting("/tmp/q12w", None, "working folder; WORK/ret is what comes back through $OUT")
-    engine: str = setting("vllm", None, "how the solver and the proposers are served: vllm (GPU) | hf (in process)")
-    solver: str = setting("", None, "a solver spec instead of the model on the engine (CPU smoke: a python: solver)")
-    stages: tuple[str, ...] = setting(STAGES, None, "the stages to run, in order: sftdata, sft, grpo, eval")
-    force: bool = setting(False, None, "rerun stages already marked done")
-    seed: int = setting(0, None, "seed of the training contexts")
-    isolation: str = setting("auto", None, "sandbox isolation: auto | bwrap | landlock | none")
-    concurrency: int = setting(192, None, "sandboxed harness runs in flight", lo=1)
-    spare_slots: int = setting(48, None, "pre-started sandbox slots beyond those (a freed slot rebuilds while the "
-                               "next run starts in a spare one)", lo=0)
-    executor: str = setting("local", None, "where harness runs execute: local | shards:K (K trusted processes, "
-                            "each calling the solver itself; needs --solver openai:...)")
-    timeout: float = setting(60.0, None, "one solve() call, not counting model waits")
-    max_tokens: int = setting(768, None, "proposer completion limit (eval, GRPO, self samples)", lo=1)
-    solver_memory: float = setting(0.3, None, "vLLM's share of GPU memory while the policy trains beside it")
-    cpu: bool = setting(False, None, "train on the CPU (no bf16)")
-    targets: str = setting("q_proj,k_proj,v_proj,o_proj", None, "LoRA target modules")
-    lora_r: int = setting(32, None, "LoRA rank (alpha is twice it)", lo=1)
-    families_train: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-train")),
-                                            metadata={"help": "training families (paper-train)"})
-    # sftdata: zoo revisions and best-of-N self samples, kept on a strict score-split gain
-    contexts_sft: int = setting(6, None, "contexts per training family", lo=1)
-    n_feedback: int = setting(4, None, "feedback-split problems of a context", lo=1)
-    n_score_sft: int = setting(8, None, "score-split problems a kept SFT row must gain on", lo=1)
-    self_samples: int = setting(4, None, "best-of-N samples of the proposer itself per context (0: zoo only)", lo=0)
-    minutes_sftdata: float = setting(4.0, None, "deadline of the sftdata stage, minutes")
-    contexts_in_flight: int = setting(96, None, "sftdata contexts evaluated at once (H200: all 250 at once "
-                                      "finished 7 in 9 minutes; 32 kept the engine at ~52 requests running, 0 "
-                                      "waiting, GPU 10 %, host load 2 of 16: too little work in flight)", lo=1)
-    # sft: LoRA on the kept rows
-    lr_sft: float = setting(1e-4, None, "SFT learning rate")
-    epochs_sft: float = setting(3.0, None, "SFT epochs")
-    max_length_sft: int = setting(8192, None, "tokens of prompt + completion; longer rows are left out (codeio "
-                                  "prompts reach ~4,000 tokens, their whole-file completions ~2,000)", lo=1)
-    minutes_sft: float = setting(5.0, None, "deadline of the sft stage, minutes")
-    # grpo: the exact reward, chat form with the rewrite prefill; resumable across stretches (grpo/state)
-    minutes_grpo: float = setting(5.0, None, "deadline of the grpo stage, minutes")
-    grpo_from_base: bool = setting(False, None, "start GRPO from the base model instead of the SFT adapter")
-    lr_grpo: float = setting(1e-5, None, "GRPO learning rate (constant)")
-    max_steps_grpo: int = setting(80, None, "GRPO updates of the whole run, across stretches", lo=1)
-    contexts_epoch_grpo: int = setting(640, None, "GRPO contexts of one epoch (the paper: 640)", lo=1)
-    contexts_per_update: int = setting(8, None, "GRPO contexts per update", lo=1)
-    num_generations: int = setting(8, None, "GRPO candidates per context", lo=1)
-    n_score_grpo: int = setting(4, None, "score-split problems of the GRPO reward", lo=1)
-    micro_batch: int = setting(8, None, "sequences per forward pass in training (with gradient checkpointing "
-                               "8 peaks at ~11 GiB on the H200)", lo=1)
-    grpo_vllm: bool = setting(True, None, "generate GRPO rollouts with TRL's colocated vLLM (engine vllm only)")
-    grpo_vllm_memory: float = setting(0.15, None, "the colocated rollout engine's share of GPU memory")
-    # eval: one revision of the minimal seed per unseen family by each proposer arm, and the zoo
-    minutes_eval: float = setting(8.0, None, "deadline of the eval stage, minutes")
-    arms: tuple[str, ...] = setting(("zoo", "base", "sft", "rl", "base_mem", "rl_mem"), None,
-                                    "proposer arms to evaluate: zoo, base, sft, rl, and X_mem (X shown the harness "
-                                    "memory shipped with the package, built from paper-train families only)")
-    memory_k: int = setting(2, None, "memory entries shown to the proposer of a memory arm", lo=1)
-    families_eval: tuple[str, ...] = field(default_factory=lambda: tuple(family_set("paper-eval")),
-                                           metadata={"help": "unseen families of the table (paper-eval)"})
-    k: int = setting(4, None, "proposals per (arm, family)", lo=1)
-    n_score_eval: int = setting(6, None, "score-split problems (selection) per family", lo=1)
-    n_test_eval: int = setting(12, None, "test-split problems per family (reported)", lo=1)
-    eval_seed: int = setting(1234, None, "problem seed of the eval stage")
+class SFTDataStage(Settings):
+    """sftdata: zoo revisions and best-of-N self samples, kept on a strict score-split gain."""
 
-    def __post_init__(self) -> None:
-        from harnesslearn.errors import UserError
+    minutes: float = setting(4.0, None, "Deadline of the stage, minutes.", lo=0.0)
+    contexts: int = setting(6, None, "Contexts per training family.", lo=1, hi=100_000)
+    splits: TrainSplits = setting(TrainSplits(n_feedback=4, n_score=8), None, "A context's splits (a kept row must "
+                                  "gain on its score split).")
+    self_samples: int = setting(4, None, "Best-of-N samples of the proposer itself per context (0: zoo only).",
+                                lo=0, hi=1_000)
+    in_flight: int = setting(96, None, "Contexts evaluated at once (H200: all 250 at once finished 7 in 9 minutes; "
+                             "32 kept the engine at ~52 requests running, 0 waiting, GPU 10 %, host load 2 of 16: "
+                             "too little work in flight).", lo=1, hi=100_000)
 
-        check_settings(self, label="--{}")
-        bad = [s for s in self.stages if s not in STAGES]
-        if bad:
-            raise UserError(f"unknown stage(s) {', '.join(bad)}; choose from {', '.join(STAGES)}")
-        if self.engine not in ENGINES:
-            raise UserError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
-        if any(a not in ARMS for a in self.arms):
-            raise UserError(f"arms must be among {', '.join(ARMS)}")
+
+class SFTStage(Settings):
+    """sft: LoRA on the kept rows."""
+
+    minutes: float = setting(5.0, None, "Deadline of the stage, minutes.", lo=0.0)
+    trainer: TrainerSettings = setting(
+        TrainerSettings(learning_rate=1e-4, epochs=3.0, micro_batch=2, grad_accum=4, save_steps=10**6,
+                        report_to="none"), None, "The optimiser (bf16 and use_cpu follow the top-level cpu).")
+    max_length: int = setting(8192, None, "Tokens of prompt + completion; longer rows are left out (codeio prompts "
+                              "reach ~4,000 tokens, their whole-file completions ~2,000).", lo=16, hi=1_048_576)
+
+
+class GRPOStage(Settings):
+    """grpo: the exact reward, a chat proposer format; resumable across stretches (ret/grpo/state)."""
+
+    minutes: float = setting(5.0, None, "Deadline of the stage, minutes.", lo=0.0)
+    from_base: bool = setting(False, None, "Start GRPO from the base model instead of the SFT adapter.")
+    trainer: TrainerSettings = setting(
+        TrainerSettings(learning_rate=1e-5, max_steps=80, micro_batch=8, gradient_checkpointing=True,
+                        save_steps=10**6, report_to="none"), None,
+        "The optimiser (constant learning rate; max_steps: updates of the whole run, across stretches; with "
+        "gradient checkpointing a micro batch of 8 peaks at ~11 GiB on the H200).")
+    grpo: GRPOSettings = setting(GRPOSettings(num_generations=8, contexts_per_update=8, contexts_per_epoch=640),
+                                 None, "The GRPO batch (the paper: 640 contexts an epoch).")
+    splits: TrainSplits = setting(TrainSplits(n_feedback=4, n_score=4), None, "A context's splits (the reward's "
+                                  "score split).")
+    temperature: float = setting(1.0, None, "Rollout sampling temperature.", lo=0.0, hi=2.0)
+    vllm: Colocate = setting(Colocate(use=True, gpu_memory_utilization=0.15), None,
+                             "TRL's colocated vLLM for the rollouts (engine vllm only, never on the CPU).")
+
+
+class EvalStage(Settings):
+    """eval: one revision of the minimal seed per unseen family by each proposer arm, and the zoo."""
+
+    minutes: float = setting(8.0, None, "Deadline of the stage, minutes.", lo=0.0)
+    arms: tuple[Arm, ...] = setting(("zoo", "base", "sft", "rl", "base_mem", "rl_mem"), None,
+                                    "Proposer arms: zoo, base, sft, rl, and X_mem (X shown the harness memory "
+                                    "shipped with the package, built from paper-train families only).")
+    families: tuple[str, ...] = setting(tuple(family_set("paper-eval")), None, "Unseen families of the table "
+                                        "(paper-eval).")
+    k: int = setting(4, None, "Proposals per (arm, family).", lo=1, hi=1_000)
+    seed: int = setting(1234, None, "Problem seed of the stage.", lo=0, hi=2**31 - 1)
+    splits: Splits = setting(Splits(n_feedback=4, n_score=6, n_test=12), None, "Splits per family (selection on "
+                             "score, reported on test).")
+    memory_k: int = setting(2, None, "Memory entries shown to the proposer of a memory arm.", lo=1, hi=20)
+
+
+class TransferSettings(Settings):
+    """The transfer experiment: train a proposer on paper-train families, evaluate it on unseen ones."""
+
+    model: str = setting("", None, "transformers folder of the base model: the frozen solver and the proposer to "
+                         "train.")
+    work: str = setting("/tmp/q12w", None, "Working folder; WORK/ret is what comes back through $OUT.")
+    engine: Literal["vllm", "hf"] = setting("vllm", None, "How the solver and the proposers are served: vllm (GPU) | "
+                                            "hf (in process).")
+    solver: str = setting("", None, "A solver spec instead of the model on the engine (CPU smoke: a python: solver).")
+    stages: tuple[Stage, ...] = setting(STAGES, None, "The stages to run, in order: sftdata, sft, grpo, eval.")
+    force: bool = setting(False, None, "Rerun stages already marked done.")
+    seed: int = setting(0, None, "Seed of the training contexts.", lo=0, hi=2**31 - 1)
+    cpu: bool = setting(False, None, "Train on the CPU (no bf16).")
+    solver_memory: float = setting(0.3, None, "vLLM's share of GPU memory while the policy trains beside it.",
+                                   lo=0.01, hi=1.0)
+    families: tuple[str, ...] = setting(tuple(family_set("paper-train")), None, "Training families (paper-train).")
+    runtime: RuntimeSettings = setting(RuntimeSettings(concurrency=192, spare_slots=48), None,
+                                       "The sandbox: runs in flight, spare slots, isolation; executor local or "
+                                       "shards:K (K trusted processes, each calling the solver itself; needs solver "
+                                       "openai:...).")
+    budgets: Budgets = setting(Budgets(timeout_s=60.0, max_calls=16, max_tokens=8192), None,
+                               "Per-problem limits of a harness run (timeout_s: one solve() call, not counting model "
+                               "waits).")
+    lora: Lora = setting(Lora(r=32, alpha=64, target_modules=("q_proj", "k_proj", "v_proj", "o_proj")), None,
+                         "The LoRA adapter SFT and GRPO train.")
+    proposer: ProposerSettings = setting(
+        ProposerSettings(n_traces=3, sampling=Sampling(temperature=0.8, max_tokens=768)), None,
+        "The proposer's prompt and sampling (eval, self samples; GRPO's rollouts take its max_tokens). Its format "
+        "auto is chat-prefill for training rows and rollouts.")
+    sftdata: SFTDataStage = setting(SFTDataStage(), None, "The sftdata stage.")
+    sft: SFTStage = setting(SFTStage(), None, "The sft stage.")
+    grpo: GRPOStage = setting(GRPOStage(), None, "The grpo stage.")
+    eval: EvalStage = setting(EvalStage(), None, "The eval stage.")
+
+    def model_post_init(self, _: object) -> None:
         from harnesslearn.sandbox.executors import parse_executor
 
-        if parse_executor(self.executor)[0] not in ("local", "shards"):
-            raise UserError(f"executor must be local or shards:K, not {self.executor!r}")
+        if parse_executor(self.runtime.executor)[0] not in ("local", "shards"):
+            raise UserError(f"runtime.executor must be local or shards:K, not {self.runtime.executor!r}")
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def training_format(self) -> str:
+        """The proposer format of the SFT rows and the GRPO rollouts (auto: chat-prefill, the rewrite of
+        solve opened in the assistant turn, as the in-process engine continues it at test time)."""
+        return "chat-prefill" if self.proposer.format == "auto" else self.proposer.format
 
     @classmethod
     def smoke(cls, model: str, work: str, solver: str, family: str) -> TransferSettings:
         """All four stages on 2 CPU cores in a few minutes: a tiny model, one family, tiny splits."""
-        return cls(model=model, work=work, engine="hf", solver=solver, cpu=True, concurrency=4, spare_slots=1,
-                   timeout=20.0,
-                   max_tokens=16, targets="q_proj,v_proj", lora_r=4, families_train=(family,), contexts_sft=1,
-                   n_feedback=2, n_score_sft=2, self_samples=1, minutes_sftdata=2.0, epochs_sft=1.0, max_length_sft=32768, minutes_sft=2.0,
-                   minutes_grpo=2.0, max_steps_grpo=1, contexts_epoch_grpo=1, contexts_per_update=1,
-                   num_generations=2, n_score_grpo=2, micro_batch=2, minutes_eval=3.0, families_eval=(family,), k=1, n_score_eval=2, n_test_eval=2)
-
-    def with_(self, **kw: Any) -> TransferSettings:
-        return replace(self, **kw)
+        return cls(
+            model=model, work=work, engine="hf", solver=solver, cpu=True, families=(family,),
+            runtime=RuntimeSettings(concurrency=4, spare_slots=1), budgets=Budgets(timeout_s=20.0),
+            lora=Lora(r=4, alpha=8, target_modules=("q_proj", "v_proj")),
+            proposer=ProposerSettings(n_traces=3, sampling=Sampling(temperature=0.8, max_tokens=16)),
+            sftdata=SFTDataStage(minutes=2.0, contexts=1, splits=TrainSplits(n_feedback=2, n_score=2), self_samples=1),
+            sft=SFTStage(minutes=2.0, max_length=32768, trainer=SFTStage().trainer.with_(epochs=1.0)),
+            grpo=GRPOStage(minutes=2.0, splits=TrainSplits(n_feedback=2, n_score=2),
+                           trainer=GRPOStage().trainer.with_(max_steps=1, micro_batch=2),
+                           grpo=GRPOSettings(num_generations=2, contexts_per_update=1, contexts_per_epoch=1)),
+            eval=EvalStage(minutes=3.0, families=(family,), k=1, splits=Splits(n_feedback=2, n_score=2, n_test=2)))

@@ -20,7 +20,6 @@ cut it short, ``skipped`` with a reason) and its counts.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import shutil
 import sys
@@ -32,7 +31,6 @@ from typing import Any
 from harnesslearn.errors import UserError
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.runtime import SolverRuntime
-from harnesslearn.sandbox.records import Budgets
 from harnesslearn.transfer.deadline import StageCounts, deadline_callback, run_until
 from harnesslearn.transfer.settings import TransferSettings
 
@@ -92,21 +90,14 @@ def renderer(s: TransferSettings) -> Any:
     return lambda m: chat_text(tok, m)
 
 
-def budgets(s: TransferSettings) -> Budgets:
-    return Budgets(timeout_s=s.timeout, max_calls=16, max_tokens=8192)
-
-
 def runtime(s: TransferSettings, solver: ModelBackend) -> SolverRuntime:
-    """The stage's solver and sandbox. With ``s.executor`` = ``shards:K`` the shards build their own solver
-    clients from ``s.solver`` (a spec), so that spec is what the runtime gets."""
-    from harnesslearn.sandbox import ExecutorConfig
-
-    config = ExecutorConfig(isolation=s.isolation, spare_slots=s.spare_slots)
-    if s.executor != "local":
+    """The stage's solver and sandbox. With ``runtime.executor`` = ``shards:K`` the shards build their own
+    solver clients from ``s.solver`` (a spec), so that spec is what the runtime gets."""
+    if s.runtime.executor != "local":
         if not s.solver:
-            raise UserError(f"--executor {s.executor} needs --solver (an openai: spec of a running server)")
-        return SolverRuntime(s.solver, executor=s.executor, config=config, concurrency=s.concurrency, verbose=True)
-    return SolverRuntime(solver, config=config, concurrency=s.concurrency, verbose=True)
+            raise UserError(f"runtime.executor {s.runtime.executor} needs solver (an openai: spec of a running server)")
+        return SolverRuntime.of(s.solver, s.runtime, verbose=True)
+    return SolverRuntime.of(solver, s.runtime, verbose=True)
 
 
 def _state(counts: Any) -> str:
@@ -126,10 +117,11 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
     t0 = time.time()
     render = renderer(s)
     seed_h = load_harness("minimal")
-    settings = ZooSFTSettings(n_feedback=s.n_feedback, n_score=s.n_score_sft, samples=s.self_samples,
-                              budgets=budgets(s), max_tokens=s.max_tokens,
+    d = s.sftdata
+    settings = ZooSFTSettings(splits=d.splits, samples=d.self_samples, budgets=s.budgets,
+                              proposer=s.proposer.with_(format=s.training_format),
                               labels={"solver": s.solver or SOLVER_NAME, "proposer": s.model})
-    tasks = {f: load_task(f"rg:{f}") for f in s.families_train}
+    tasks = {f: load_task(f"rg:{f}") for f in s.families}
     out, log = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl"
     if s.force:
         out.unlink(missing_ok=True)
@@ -141,8 +133,7 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     for j in done_jobs:
         counts.update(j["counts"])
-    jobs = [(f, child_seed(s.seed, fi * 1000 + c)) for c in range(s.contexts_sft)
-            for fi, f in enumerate(s.families_train)]
+    jobs = [(f, child_seed(s.seed, fi * 1000 + c)) for c in range(d.contexts) for fi, f in enumerate(s.families)]
     todo = [j for j in jobs if j not in finished]
 
     def done(job: Any, r: Any) -> None:
@@ -161,13 +152,12 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
                 f, pseed = job
                 return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
 
-            n = await run_until(todo, t0 + s.minutes_sftdata * 60, one, done, concurrency=s.contexts_in_flight,
-                                label="sftdata")
+            n = await run_until(todo, t0 + d.minutes * 60, one, done, concurrency=d.in_flight, label="sftdata")
     recorded = {(j["family"], j["seed"]) for j in read_jsonl(log)}
     contexts = sum(j in recorded for j in jobs)  # of this plan (a log of a larger plan may hold more)
     summary = summarise_rows(kept, counts, contexts)
-    summary.update(seconds=round(time.time() - t0, 1), n_score=s.n_score_sft, self_samples=s.self_samples,
-                   families=list(s.families_train), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict(),
+    summary.update(seconds=round(time.time() - t0, 1), n_score=d.splits.n_score, self_samples=d.self_samples,
+                   families=list(s.families), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict(),
                    contexts_planned=len(jobs), rows_per_context=round(len(kept) / contexts, 3) if contexts else None)
     write_json(ret / "sftdata.json", summary)
     return {"state": "done" if contexts == len(jobs) else "partial", **n.as_dict(), "kept": summary["kept"],
@@ -183,22 +173,21 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     if not read_jsonl(data):
         return {"state": "skipped", "reason": "the sftdata stage kept no rows"}
     t0 = time.time()
-    cfg = SFTTrainConfig(model=s.model, data=str(data), output_dir=str(work / "sft"), learning_rate=s.lr_sft,
-                         epochs=s.epochs_sft, micro_batch=2, grad_accum=4, max_length=s.max_length_sft, bf16=not s.cpu,
-                         use_cpu=s.cpu, report_to="none", save_steps=10**6, lora_r=s.lora_r, lora_alpha=2 * s.lora_r,
-                         target_modules=s.targets.split(","))
+    cfg = SFTTrainConfig(model=s.model, data=str(data), output_dir=str(work / "sft"), lora=s.lora,
+                         trainer=s.sft.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), max_length=s.sft.max_length)
     tries: list[dict[str, Any]] = []
     while True:  # a run that diverges (a non-finite loss: no adapter saved) is tried again at half the lr
-        stop = deadline_callback(t0 + s.minutes_sft * 60)
+        stop = deadline_callback(t0 + s.sft.minutes * 60)
         try:
             res = run_sft(cfg, callbacks=[stop])
             break
         except SFTDiverged as e:
             if len(tries) == 2:
                 raise
-            tries.append({"learning_rate": cfg.learning_rate, "error": str(e)})
-            print(f"[transfer] sft: {e}; again at learning rate {cfg.learning_rate / 2:g}", file=sys.stderr, flush=True)
-            cfg = dataclasses.replace(cfg, learning_rate=cfg.learning_rate / 2, output_dir=f"{cfg.output_dir}-{len(tries)}")
+            lr = cfg.trainer.learning_rate
+            tries.append({"learning_rate": lr, "error": str(e)})
+            print(f"[transfer] sft: {e}; again at learning rate {lr / 2:g}", file=sys.stderr, flush=True)
+            cfg = cfg.with_(**{"trainer.learning_rate": lr / 2, "output_dir": f"{cfg.output_dir}-{len(tries)}"})
     res["diverged_tries"] = tries
     shutil.rmtree(ret / "sft_adapter", ignore_errors=True)
     shutil.copytree(res["adapter"], ret / "sft_adapter")
@@ -220,33 +209,31 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     from harnesslearn.training.grpo import GRPOHooks, run_grpo
 
     t0 = time.time()
-    stop = deadline_callback(t0 + s.minutes_grpo * 60)
+    g = s.grpo
+    stop = deadline_callback(t0 + g.minutes * 60)
 
     class Hooks(GRPOHooks):
         def on_start(self, run: Any) -> None:
             run.trainer.add_callback(stop)
 
-    adapter = adapter_dir(ret, "sft") if adapter_dir(ret, "sft").is_dir() and not s.grpo_from_base else None
+    adapter = adapter_dir(ret, "sft") if adapter_dir(ret, "sft").is_dir() and not g.from_base else None
     solver = s.solver or (f"vllm:{s.model}?gpu_memory_utilization={s.solver_memory}&max_num_seqs=512"
                           if s.engine == "vllm" else f"hf:{s.model}?max_batch=256")
     cfg = GRPOTrainConfig(
-        solver=solver, families=list(s.families_train), n_feedback=s.n_feedback, n_score=s.n_score_grpo, n_traces=3,
-        timeout_s=s.timeout, max_calls=16, max_tokens_per_problem=8192, isolation=s.isolation,  # type: ignore[arg-type]
-        concurrency=s.concurrency, executor=s.executor, spare_slots=s.spare_slots, seed=s.seed + 7, run_dir=str(work / "grpo_run"), model=s.model,
-        adapter=str(adapter) if adapter else None, output_dir=str(ret / "grpo"), learning_rate=s.lr_grpo,
-        max_steps=s.max_steps_grpo, micro_batch=s.micro_batch, save_steps=10**6, report_to="none", bf16=not s.cpu,
-        use_cpu=s.cpu, lora_r=s.lora_r, lora_alpha=2 * s.lora_r, target_modules=s.targets.split(","),
-        num_generations=s.num_generations, contexts_per_update=s.contexts_per_update,
-        contexts_per_epoch=s.contexts_epoch_grpo, max_completion_length=s.max_tokens, temperature=1.0, beta=0.0,
-        proposer_format="chat-prefill", rollouts=str(ret / "rollouts.jsonl"), resume=True,
-        use_vllm=s.grpo_vllm and s.engine == "vllm" and not s.cpu, vllm_gpu_memory_utilization=s.grpo_vllm_memory)
+        solver=solver, families=s.families, splits=g.splits, budgets=s.budgets, runtime=s.runtime, seed=s.seed + 7,
+        run_dir=str(work / "grpo_run"), model=s.model, adapter=str(adapter) if adapter else None,
+        output_dir=str(ret / "grpo"), rollouts=str(ret / "rollouts.jsonl"), resume=True, lora=s.lora,
+        trainer=g.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), grpo=g.grpo,
+        proposer=s.proposer.with_(**{"format": s.training_format, "sampling.temperature": g.temperature}),
+        vllm=g.vllm.with_(use=g.vllm.use and s.engine == "vllm" and not s.cpu))
     res = run_grpo(cfg, hooks=Hooks())
     res.update(seconds=round(time.time() - t0, 1), step_seconds=stop.steps, stopped_at_deadline=stop.stopped,
-               start="sft_adapter" if adapter else "base", learning_rate=s.lr_grpo,
-               contexts_per_update=s.contexts_per_update, num_generations=s.num_generations, n_score=s.n_score_grpo)
+               start="sft_adapter" if adapter else "base", learning_rate=g.trainer.learning_rate,
+               contexts_per_update=g.grpo.contexts_per_update, num_generations=g.grpo.num_generations,
+               n_score=g.splits.n_score)
     write_json(ret / "grpo.json", res)
     shutil.rmtree(ret / "grpo" / "adapter", ignore_errors=True)  # the fp32 copy; the state's bf16 one is kept
-    done = res["steps"] >= s.max_steps_grpo
+    done = res["steps"] >= g.trainer.max_steps
     return {"state": "done" if done else "partial", "steps": res["steps"], "new_steps": res["new_steps"],
             "contexts": res["contexts"], "start": res["start"]}
 
@@ -310,7 +297,7 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
     from harnesslearn.models import load_model
 
     arms: dict[str, ModelBackend | None] = {}
-    for arm in dict.fromkeys(a.removesuffix("_mem") for a in s.arms):  # an X_mem arm is X's proposer with memory
+    for arm in dict.fromkeys(a.removesuffix("_mem") for a in s.eval.arms):  # an X_mem arm is X's proposer with memory
         if arm == "zoo":
             arms[arm] = None
         elif arm != "base" and not adapter_dir(ret, arm).is_dir():
@@ -336,19 +323,18 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     from harnesslearn.harness import load_harness
 
     t0 = time.time()
-    b = budgets(s)
-    needed = {a.removesuffix("_mem") for a in s.arms}  # an X_mem arm needs X's adapter too
+    needed = {a.removesuffix("_mem") for a in s.eval.arms}  # an X_mem arm needs X's adapter too
     lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
                             if a in needed and adapter_dir(ret, a).is_dir()}
     rows_path = ret / "eval_rows.jsonl"
     have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
     async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
         arms = await proposers(s, rt, ret, work)
-        job = EvalJob(s, rt, load_harness("minimal"), b, SharedEvaluations(), shipped_memory(work), work / "eval_runs")
-        jobs = [(arm, fam) for fam in s.families_eval for arm in s.arms
+        job = EvalJob(s, rt, load_harness("minimal"), SharedEvaluations(), shipped_memory(work), work / "eval_runs")
+        jobs = [(arm, fam) for fam in s.eval.families for arm in s.eval.arms
                 if arm.removesuffix("_mem") in arms and (arm, fam) not in have]
         try:
-            n = await run_until(jobs, t0 + s.minutes_eval * 60, lambda j: job.row(j[0], j[1], arms),
+            n = await run_until(jobs, t0 + s.eval.minutes * 60, lambda j: job.row(j[0], j[1], arms),
                                 lambda j, r: append_jsonl(rows_path, [r]), label="eval")
         finally:
             for backend in arms.values():
@@ -362,14 +348,14 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
 class EvalJob:
     """One (arm, family) row of the eval stage (see :func:`evaluate_arms`)."""
 
-    def __init__(self, s: TransferSettings, rt: SolverRuntime, seed_h: Any, b: Budgets, shared: SharedEvaluations,
+    def __init__(self, s: TransferSettings, rt: SolverRuntime, seed_h: Any, shared: SharedEvaluations,
                  memory: Path, runs: Path) -> None:
-        self.s, self.rt, self.seed_h, self.b, self.shared, self.memory, self.runs = s, rt, seed_h, b, shared, memory, runs
+        self.s, self.rt, self.seed_h, self.shared, self.memory, self.runs = s, rt, seed_h, shared, memory, runs
 
     async def evaluation(self, h: Any, task: Any, split: str) -> Any:
-        s = self.s
-        n = {"feedback": s.n_feedback, "score": s.n_score_eval, "test": s.n_test_eval}[split]
-        return await self.shared(h, task, split, n, s.eval_seed, self.rt.sandbox, self.b)
+        e = self.s.eval
+        n = {"feedback": e.splits.n_feedback, "score": e.splits.n_score, "test": e.splits.n_test}[split]
+        return await self.shared(h, task, split, n, e.seed, self.rt.sandbox, self.s.budgets)
 
     async def row(self, arm: str, fam: str, arms: dict[str, ModelBackend | None]) -> dict[str, Any]:
         from harnesslearn import zoo
@@ -380,11 +366,12 @@ class EvalJob:
         task = load_task(f"rg:{fam}")
         sc, te = await self.evaluation(self.seed_h, task, "score"), await self.evaluation(self.seed_h, task, "test")
         row: dict[str, Any] = {"arm": arm, "family": fam, "solver": s.solver or SOLVER_NAME,
-                               "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.k,
-                               "n_score": s.n_score_eval, "n_test": s.n_test_eval, "eval_seed": s.eval_seed,
+                               "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.eval.k,
+                               "n_score": s.eval.splits.n_score, "n_test": s.eval.splits.n_test,
+                               "eval_seed": s.eval.seed,
                                "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": _scores(te)}
         if arm == "zoo":  # the best zoo harness by score split, whatever the seed scored
-            hs = {name: zoo.build(name, task, s.eval_seed) for name in zoo.names(task)}
+            hs = {name: zoo.build(name, task, s.eval.seed) for name in zoo.names(task)}
             js = {name: (await self.evaluation(h, task, "score")).J for name, h in hs.items()}
             row.update(proposals=len(hs), valid=len(hs), candidate_score_J=js)
             top = best_of([(j, name) for name, j in js.items()])
@@ -405,7 +392,8 @@ class EvalJob:
         """``adapt`` for one proposer arm on one family; fills ``row`` from its result and run directory and
         returns the pick (label, harness, score J), or None when the seed was kept."""
         from harnesslearn.adapt import adapt
-        from harnesslearn.settings import AdaptSettings
+        from harnesslearn.settings.adapt import AdaptSettings
+        from harnesslearn.settings.groups import MemorySettings
         from harnesslearn.store import Store
 
         s, fam = self.s, task.family
@@ -417,10 +405,9 @@ class EvalJob:
             if not memory_path.is_file():
                 shutil.copyfile(self.memory, memory_path)
         settings = AdaptSettings(
-            strategy="independent", rounds=1, candidates=s.k, seed=s.eval_seed, n_feedback=s.n_feedback,
-            n_score=s.n_score_eval, n_test=s.n_test_eval, temperature=0.8, max_tokens=s.max_tokens, budgets=self.b,
-            n_traces=3, memory=memory_path is not None, memory_k=s.memory_k,
-            memory_path=str(memory_path) if memory_path else None)
+            strategy="independent", rounds=1, candidates=s.eval.k, seed=s.eval.seed, splits=s.eval.splits,
+            budgets=s.budgets, proposer=s.proposer, memory=MemorySettings(
+                enabled=memory_path is not None, k=s.eval.memory_k, path=str(memory_path) if memory_path else None))
         assert self.rt.solver is not None and proposer is not None
         res = await adapt(task, self.rt.solver, proposer, settings, run_dir=rd, resume=True, seed_harness=self.seed_h,
                           progress=False, executor=self.rt.sandbox, evaluate_fn=self.shared)
