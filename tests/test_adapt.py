@@ -64,6 +64,9 @@ def noop_twice_then_compute(prompt, **kw):  # the first two calls of a process a
     _made.append(1)
     return NOOP if len(_made) <= 2 else EDIT.replace("OFFSET", "0")
 
+def offsets(prompt, seed=None, **kw):  # three distinct revisions, by the candidate's seed
+    return EDIT.replace("OFFSET", str(seed % 3))
+
 def slow_mixed(prompt, seed=None, **kw):
     _count("proposer")
     time.sleep(0.4)
@@ -464,3 +467,33 @@ def test_a_run_recorded_with_the_old_form_and_prime_settings_resumes_under_propo
     assert AdaptSettings.from_record({**old, "form": "chat", "prime": "file"}).proposer.format == "chat-file"
     (change,) = AdaptSettings().changes({**old, "form": "auto", "prime": "rewrite"})
     assert change == "--proposer-format (recorded 'form=auto, prime=rewrite', now 'auto')"
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "independent"])
+def test_selection_never_reads_the_test_split(env: dict[str, Path], strategy: str) -> None:
+    """The invariant the reported numbers rest on: candidates are selected by score-split J only. With an
+    evaluation whose test split ranks the candidates the other way round, the selected harness is the
+    score split's best, and the test split is evaluated only for the seed and the selected harness."""
+    from harnesslearn.adapt import adapt
+    from harnesslearn.evaluation import Evaluation, ProblemResult
+    from harnesslearn.sandbox.records import RunRecord, Status
+
+    # (score J, test J) by the revision's offset; the seed has no offset
+    js = {"+ 0)": (0.9, 0.0), "+ 1)": (0.5, 1.0), "+ 2)": (0.3, 0.8), None: (0.1, 0.1)}
+    reads: list[tuple[str, str | None]] = []
+
+    async def rigged(h: Any, task: Any, split: str, n: int, seed: int, *a: Any) -> Evaluation:
+        key = next((k for k in js if k and k in h.source), None)
+        reads.append((split, key))
+        j = js[key][1 if split == "test" else 0]
+        probs = [ProblemResult(f"p{i}", f"What is {i} + 1?", str(i + 1), j, {}, "ok", "x", 1, 1, 0.0, None,
+                               RunRecord(f"p{i}", Status.OK, answer="x")) for i in range(n)]
+        return Evaluation(h.id, task.spec, split, n, seed, j, 1.0, n, n, 0.0, probs)
+
+    task, solver, proposer = _lib(env, "offsets")
+    r = asyncio.run(adapt(task, solver, proposer, S(strategy=strategy, rounds=2 if strategy == "sequential" else 1,
+                                                    candidates=3, splits=Splits(n_feedback=2, n_score=3, n_test=3)),
+                          run_dir=env["dir"] / f"rigged-{strategy}", progress=False, executor=object(),  # type: ignore[arg-type]
+                          evaluate_fn=rigged))
+    assert r.score_J == 0.9 and r.test_J == 0.0  # the score split's pick, though "+ 1)" is better on test
+    assert {key for split, key in reads if split == "test"} == {None, "+ 0)"}  # the seed and the pick only

@@ -68,6 +68,23 @@ def test_migrations_are_named_ordered_and_idempotent(tmp_path: Path) -> None:
     assert s2.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
 
 
+def test_a_sqlite_file_without_the_migrations_table_is_not_a_store(tmp_path: Path) -> None:
+    """A SQLite database of someone else's is refused, read-only: not opened, not migrated, not changed."""
+    import sqlite3
+
+    d = tmp_path / "foreign"
+    d.mkdir()
+    db = d / "runs.sqlite"
+    c = sqlite3.connect(db)
+    c.execute("CREATE TABLE notes (x TEXT)")
+    c.commit()
+    c.close()
+    before = db.read_bytes()
+    with pytest.raises(UserError, match="no migrations table"):
+        Store.open(d)
+    assert db.read_bytes() == before and sorted(p.name for p in d.iterdir()) == ["runs.sqlite"]
+
+
 def test_open_without_create_refuses_missing_dir(tmp_path: Path) -> None:
     with pytest.raises(UserError):
         Store.open(tmp_path / "nope", create=False)
@@ -83,6 +100,9 @@ def test_evaluation_roundtrip_and_cache_key(tmp_path: Path) -> None:
     found = s.find_evaluation("sequential", h.id, "jsonl:x", "score", 2, 0)
     assert found is not None and found.id == eid and found.J == 0.5
     assert s.find_evaluation("sequential", h.id, "jsonl:x", "test", 2, 0) is None
+    assert s.find_evaluation("sequential", h.id, "jsonl:x", "score", 2, 1) is None  # another seed: other problems
+    assert s.find_evaluation("sequential", h.id, "jsonl:x", "score", 3, 0) is None
+    assert s.find_evaluation("sequential", h.id, "jsonl:y", "score", 2, 0) is None
     recs = s.problem_records(eid)
     assert [r.problem_id for r in recs] == ["p0", "p1"]
     assert recs[1].gold == '["6", "six"]' and recs[1].taxonomy == "harness_error"

@@ -89,6 +89,15 @@ def test_overlapping_blocks():
     assert r.reason == Reason.OVERLAPPING
 
 
+def test_blocks_on_consecutive_lines_do_not_overlap():
+    """Two SEARCH blocks that touch (the second starts on the line after the first ends) are two
+    edits, applied together, not an overlap."""
+    text = block("def helper(x):", "def helper(text):") + block("    return x.strip()", "    return text.strip()")
+    r = apply_proposal(SRC, text)
+    assert r.valid and r.reason is None
+    assert r.source is not None and r.source.startswith("def helper(text):\n    return text.strip()\n")
+
+
 def test_identical_blocks_overlap():
     b = block("    return x.strip()", "    return x")
     assert apply_proposal(SRC, b + b).reason == Reason.OVERLAPPING

@@ -177,6 +177,26 @@ def test_tool_budget() -> None:
     assert rec.status == Status.BUDGET_EXCEEDED
 
 
+@pytest.mark.parametrize("kind", ["calls", "tools", "tokens"])
+def test_budgets_allow_exactly_their_limit(kind: str) -> None:
+    """The boundary of each per-problem budget: a run that uses exactly the limit ends ok, one more
+    use ends budget_exceeded (a budget off by one either way fails one of the two)."""
+    call = {"calls": "model('x')", "tools": "model.python('print(1)')", "tokens": "model('x')"}[kind]
+    src = "def solve(model, question):\n    for _ in range(int(question.split()[-1]) % 100):\n        " + call + \
+          "\n    return 'done'\n"
+    limits = {"calls": {"max_calls": 3}, "tools": {"tool_calls": 3}, "tokens": {"max_tokens": 24}}[kind]
+    budgets = Budgets(timeout_s=10, **limits)  # type: ignore[arg-type]
+    problems = [Problem("a", "question 3", "x"), Problem("b", "question 4", "x")]  # 3 uses, then 4
+
+    async def go() -> list[RunRecord]:
+        async with Executor(Echo(tokens=4), ExecutorConfig(concurrency=2)) as ex:  # 8 tokens a call
+            return await ex.run(src, problems, task_tools(Toy()), budgets)
+
+    exact, over = asyncio.run(go())
+    assert exact.status == Status.OK and exact.answer == "done", exact.error
+    assert over.status == Status.BUDGET_EXCEEDED, over.status
+
+
 def test_unsafe_mode_warns_every_run(capsys: pytest.CaptureFixture[str]) -> None:
     recs = run(ECHO, n=2, isolation="none")
     assert all(r.status == Status.OK for r in recs)
