@@ -265,3 +265,80 @@ def test_load_evaluation_round_trips_every_field(tmp_path: Path) -> None:
     for name in ("problem_id", "status", "answer", "error", "wall_s"):
         assert getattr(got.record, name) == getattr(rec, name), name
     assert got.record.calls == calls
+
+
+def _a_store(d: Path) -> str:
+    with Store.open(d) as s:
+        s.create_run("sequential", {"seed": 0}, strategy="sequential")
+        h = Harness(seed_source("minimal"), name="minimal")
+        s.add_harness(h, run_id="sequential", round=0)
+        s.save_evaluation("sequential", _E(h.id, problems=_problems()), purpose="score")
+    return h.id
+
+
+def test_a_store_written_by_a_newer_version_is_refused_unread_and_unwritten(tmp_path: Path) -> None:
+    import sqlite3
+
+    d = tmp_path / "run"
+    _a_store(d)
+    c = sqlite3.connect(d / "runs.sqlite")
+    c.execute("INSERT INTO migrations (name, applied) VALUES ('m999_from_the_future', 'later')")
+    c.commit()
+    c.close()
+    before = (d / "runs.sqlite").read_bytes()
+    for opener in (lambda: Store.open(d, lock=True), lambda: Store.open_readonly(d)):
+        with pytest.raises(UserError, match="written by a newer harnesslearn"):
+            opener()
+    assert (d / "runs.sqlite").read_bytes() == before
+
+
+def test_report_opens_read_only_and_checks_the_pages(tmp_path: Path) -> None:
+    """The reader changes nothing in an up-to-date store; a page damaged past the header is one "damaged"
+    line at open, not a failed query later."""
+    d = tmp_path / "run"
+    _a_store(d)
+    db = d / "runs.sqlite"
+    before = db.read_bytes()
+    with Store.open_readonly(d) as s:
+        assert [r.id for r in s.runs()] == ["sequential"]
+    assert db.read_bytes() == before
+    data = bytearray(before)
+    page = 4096
+    for i in range(page + 100, min(len(data), 3 * page)):  # the second and third pages: tables, not the header
+        data[i] = 0xA5
+    db.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="damaged") as e:
+        Store.open_readonly(d)
+    assert "\n" not in str(e.value)
+
+
+def test_another_applications_sqlite_file_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    d = tmp_path / "run"
+    d.mkdir()
+    c = sqlite3.connect(d / "runs.sqlite")
+    c.execute("PRAGMA application_id = 1234")
+    c.execute("CREATE TABLE migrations (id INTEGER PRIMARY KEY, name TEXT, applied TEXT)")
+    c.commit()
+    c.close()
+    before = (d / "runs.sqlite").read_bytes()
+    with pytest.raises(UserError, match="another application"):
+        Store.open_readonly(d)
+    assert (d / "runs.sqlite").read_bytes() == before
+
+
+def test_a_reader_racing_a_store_being_created_is_told_it_is_in_use(tmp_path: Path) -> None:
+    """While another process creates a run directory (it holds the lock; the database is still empty), a
+    reader hears "in use", never the advice to remove it."""
+    import fcntl
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "runs.sqlite").write_bytes(b"")
+    with open(d / ".lock", "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for opener in (lambda: Store.open_readonly(d), lambda: Store.open(d)):
+            with pytest.raises(UserError) as e:
+                opener()
+            assert "in use" in str(e.value) and "remove" not in str(e.value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -78,6 +79,26 @@ def json_lines(name: str, lines: Iterable[str]) -> Iterator[tuple[int, dict[str,
         if not isinstance(row, dict):
             raise UserError(f"{name}: line {lineno}: expected a JSON object")
         yield lineno, row
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of a regular file that is not a symbolic link (``O_NOFOLLOW``), at most ``max_bytes``:
+    a FIFO, a device, a link (to ``/dev/zero`` or out of a folder) or a larger file is an OSError or a
+    ValueError, never a hang or a read without end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > max_bytes:
+            raise ValueError(f"larger than {max_bytes:,} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes:,} bytes")
+    return data
 
 
 def read_user_file(path: str | os.PathLike[str], what: str) -> str:

@@ -33,8 +33,9 @@ MAX_SOURCE_BYTES = 1 << 20  # a harness travels to its worker in one frame (8 Mi
 def check_source(source: str) -> str | None:
     """Why ``source`` is not a valid harness ("too_large", "syntax_error", "missing_solve",
     "bad_solve_signature"), or None when it compiles and defines a top-level
-    ``solve(model, question)``. Code nested too deeply for the parser (thousands of levels) is a
-    syntax error of the harness, never a crash of the trusted process."""
+    ``solve(model, question)`` that no later top-level statement rebinds (else "missing_solve"). Code
+    nested too deeply for the parser (thousands of levels) is a syntax error of the harness, never a
+    crash of the trusted process."""
     if len(source.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
         return "too_large"
     try:
@@ -46,6 +47,8 @@ def check_source(source: str) -> str | None:
     if not solves:
         return "missing_solve"
     fn = solves[-1]
+    if any(_binds_solve(n) for n in tree.body[tree.body.index(fn) + 1:]):  # the module's solve is not that def
+        return "missing_solve"
     a = fn.args
     names = [x.arg for x in a.posonlyargs + a.args]
     if (
@@ -55,6 +58,23 @@ def check_source(source: str) -> str | None:
     ):
         return "bad_solve_signature"
     return None
+
+
+def _binds_solve(node: ast.stmt) -> bool:
+    """Whether a top-level statement rebinds or deletes the name ``solve`` (an assignment, an import, a
+    class, a loop or with target, ``del``)."""
+    if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return node.name == "solve"
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return any((a.asname or a.name.split(".")[0]) == "solve" for a in node.names)
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign | ast.Delete):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+        targets = [node.target]
+    elif isinstance(node, ast.With | ast.AsyncWith):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    return any(isinstance(n, ast.Name) and n.id == "solve" for t in targets for n in ast.walk(t))
 
 
 @dataclass(frozen=True)
@@ -95,7 +115,7 @@ def load_harness(ref: str, *, check: bool = True) -> Harness:
     path = Path(ref)
     if not path.exists():
         raise UserError(f"harness not found: {ref} (give a .py file, zoo:NAME or one of: {', '.join(SEEDS)})")
-    source = read_user_file(path, "harness")
+    source = read_user_file(path, "harness").removeprefix("\ufeff")  # a UTF-8 BOM: Python runs such a file too
     if len(source.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:  # refused even unchecked: no worker takes it
         raise UserError(f"invalid harness {ref}: too large ({len(source):,} characters; at most "
                         f"{MAX_SOURCE_BYTES:,} bytes)")

@@ -67,8 +67,8 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from harnesslearn.errors import UserError, disk_full
 from harnesslearn.evaluation import Evaluation, EvaluationSummary, ProblemResult
-from harnesslearn.fsutil import atomic_write_text
-from harnesslearn.harness import Harness
+from harnesslearn.fsutil import atomic_write_text, read_regular
+from harnesslearn.harness import MAX_SOURCE_BYTES, Harness
 from harnesslearn.harness import harness_id as id_of_source
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
 
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
 DB_NAME = "runs.sqlite"
 HARNESS_DIR = "harnesses"
+APPLICATION_ID = 0x484C7275  # "HLru" in the SQLite header (PRAGMA application_id): this file is a run store
 LOCK_NAME = ".lock"
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -378,22 +379,45 @@ def _typed(cls: type[R], row: sqlite3.Row) -> R:
 
 
 # ---------------------------------------------------------------- opening
-def _check_database(path: Path) -> None:
-    """Refuse (UserError) a file that is not a harnesslearn store, without writing to it: empty,
-    not SQLite, unreadable, or without the ``migrations`` table."""
+def _ro_uri(path: Path) -> str:
+    """A read-only SQLite URI; in a folder this user cannot write (where a WAL database cannot make its
+    shared-memory file) the file is read as immutable."""
+    immutable = "&immutable=1" if not os.access(path.parent, os.W_OK) else ""
+    return f"{path.resolve().as_uri()}?mode=ro{immutable}"
+
+
+def _check_database(path: Path) -> list[str]:
+    """Refuse (UserError) a file that is not a harnesslearn store, without writing to it: empty, not
+    SQLite, another application's (its ``application_id``), without the ``migrations`` table, or written
+    by a newer harnesslearn (a migration this version does not know). The names of its migrations."""
+    d = path.parent
     if path.stat().st_size == 0:
+        _lock(d, probe=True)  # another process creating it right now: "in use", never "remove it"
         raise UserError(f"{path} is empty, not a harnesslearn run store (remove it to start over)")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        conn = sqlite3.connect(_ro_uri(path), uri=True, timeout=30.0)
         try:
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
             found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'")
             ok = found.fetchone() is not None
+            names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY id")] if ok else []
         finally:
             conn.close()
     except sqlite3.DatabaseError as e:
-        raise UserError(f"cannot read {path}: {e} (not a harnesslearn run store, or corrupt)") from None
+        if "not a database" in str(e) or "file is not" in str(e):
+            raise UserError(f"cannot read {path}: {e} (not a harnesslearn run store)") from None
+        raise UserError(f"the run store {path} is damaged ({e}); move it away or remove it") from None
+    if app not in (0, APPLICATION_ID):
+        raise UserError(f"{path} is not a harnesslearn run store (another application's SQLite file)")
     if not ok:
+        _lock(d, probe=True)
         raise UserError(f"{path} is not a harnesslearn run store (no migrations table)")
+    known = {name for name, _ in MIGRATIONS}
+    newer = [n for n in names if n not in known]
+    if newer:
+        raise UserError(f"{path} was written by a newer harnesslearn (schema {newer[-1]}, this version knows up to "
+                        f"{MIGRATIONS[-1][0]}): upgrade harnesslearn to read or resume it")
+    return names
 
 
 def _lock(d: Path, *, probe: bool = False) -> IO[str] | None:
@@ -455,6 +479,32 @@ class Store:
 
     # ------------------------------------------------------------ open / migrate
     @classmethod
+    def open_readonly(cls, run_dir: str | Path) -> Store:
+        """Open an existing, up-to-date run store for reading only (``report``): nothing is created, migrated
+        or written; the pages are checked (``PRAGMA quick_check``), so damage past the header is one
+        "damaged" line here rather than a failed query later. A store an older harnesslearn wrote (a
+        migration missing) is opened read-write to be migrated, as by ``open``."""
+        d = Path(run_dir)
+        db = d / DB_NAME
+        if not d.is_dir():
+            raise UserError(f"run directory not found: {d}" if not d.exists() else f"run directory is not a directory: {d}")
+        if not db.is_file():
+            raise UserError(f"not a run directory (no {DB_NAME}): {d}")
+        names = _check_database(db)
+        if set(names) != {name for name, _ in MIGRATIONS}:
+            return cls.open(d, create=False)
+        try:
+            conn = sqlite3.connect(_ro_uri(db), uri=True, check_same_thread=False, timeout=30.0)
+            conn.row_factory = sqlite3.Row
+            bad = [r[0] for r in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"the run store {db} is damaged ({e}); move it away or remove it") from None
+        if bad != ["ok"]:
+            conn.close()
+            raise UserError(f"the run store {db} is damaged ({bad[0][:200]}); move it away or remove it")
+        return cls(d, conn)
+
+    @classmethod
     def open(cls, run_dir: str | Path, *, create: bool = True, lock: bool = False) -> Store:
         """Open ``run_dir`` (creating it and the database when ``create``).
 
@@ -472,6 +522,9 @@ class Store:
             _lock(d, probe=True)
         if db.exists():
             _check_database(db)
+        if d.is_dir() and not os.access(d, os.W_OK):
+            raise UserError(f"run directory {d} is read-only: it can be reported (harnesslearn report) but not "
+                            "written or resumed")
         made, db_existed = False, db.exists()
         lock_file: IO[str] | None = None
         try:
@@ -484,6 +537,8 @@ class Store:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA foreign_keys=ON")
                 conn.execute("PRAGMA synchronous=NORMAL")
+                if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:  # new, or made before it
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 store = cls(d, conn, lock_file)
                 store.migrate()
             except Exception:
@@ -605,10 +660,17 @@ class Store:
         if row is None:
             raise UserError(f"no harness {harness_id[:12]} in {self.run_dir}")
         path = self.run_dir / row.path
+        # only harnesses/<id>.py, a regular file of at most a harness's size: a store whose row names another
+        # path (absolute, ..), a link (to /dev/zero, out of the run dir) or a FIFO is damaged, never followed
+        hdir = self.run_dir / HARNESS_DIR
+        if row.path != f"{HARNESS_DIR}/{harness_id}.py" or hdir.is_symlink() or not hdir.is_dir():
+            raise UserError(f"harness {harness_id[:12]} is recorded at {row.path!r}, not {HARNESS_DIR}/ID.py inside "
+                            f"{self.run_dir}: the run store is damaged")
         try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"harness file {path} cannot be read ({type(e).__name__}): the run store is damaged") from None
+            source = read_regular(path, MAX_SOURCE_BYTES).decode("utf-8")
+        except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+            why = type(e).__name__ if isinstance(e, OSError | UnicodeDecodeError) else str(e)
+            raise UserError(f"harness file {path} cannot be read ({why}): the run store is damaged") from None
         if id_of_source(source) != harness_id:
             raise UserError(f"harness file {path} does not match its id (changed or truncated): the run store is damaged")
         return source

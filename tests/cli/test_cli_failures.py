@@ -322,7 +322,7 @@ def test_ctrl_c_during_run_is_exit_130_and_one_line(env: dict[str, Path], after:
     """Before: up to 272 lines of 'Task exception was never retrieved' (refills after the loop's executor
     closed), and never the CLI's own line. Sent at different moments: starting, running, refilling."""
     p = interrupt(["run", "minimal", "--task", f"jsonl:{env['task']}", "--solver",
-                   f"python:{env['models']}:sleepy", "--n", "60", "--concurrency", "4"], after)
+                   f"python:{env['models']}:sleepy", "--n", "27", "--concurrency", "4"], after)
     one_line(p, 130, "interrupted")
 
 
@@ -449,3 +449,14 @@ def test_a_cache_folder_that_is_a_file_is_exit_2_for_an_openai_solver(env: dict[
                         "--solver-base-url", "http://127.0.0.1:9/v1"], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE_DIR": str(f)})
     one_line(p, 2, str(f), "HARNESSLEARN_CACHE=0")
+
+
+def test_zoo_with_the_solver_down_is_exit_1_in_one_line_and_no_nan(env: dict[str, Path]) -> None:
+    """As `run` does: every zoo run an infrastructure failure is exit 1 and one line; the JSON printed
+    before it holds null where an interval could not be computed, never NaN or Infinity."""
+    p = cli("zoo", "--task", f"jsonl:{env['task']}", "--solver", f"python:{env['models']}:down", "--n-score", "2",
+            "--n-test", "2", "--only", "interpreter_loop", "--json")
+    one_line(p, 1, "infrastructure failure")
+    assert "NaN" not in p.stdout and "Infinity" not in p.stdout
+    rows = json.loads(p.stdout)["rows"]
+    assert rows and all(r["score"]["J"] is None and r["score"]["lo"] is None for r in rows)

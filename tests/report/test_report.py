@@ -201,3 +201,64 @@ def test_series_per_round(full: tuple[Path, dict[str, str], str]) -> None:
         assert v["parsed"] == [(1, 0.5), (2, 1.0)] and v["valid"] == [(1, 0.5), (2, 1.0)]
         assert v["completion"] == [(1, 0.75), (2, 1.0)]
         assert [r.id for r in view.best_path()] == [ids["seed"], ids["h1"], ids["h2"]]
+
+
+@pytest.mark.parametrize("kind", ["link_to_dev_zero", "fifo", "link_out", "row_path_absolute", "row_path_dotdot",
+                                  "too_large", "harnesses_dir_link"])
+def test_report_reads_only_regular_harness_files_inside_the_run_dir(tmp_path: Path, kind: str) -> None:
+    """A damaged or hostile run directory (a harness file that is a link to /dev/zero or out of the run
+    directory, a FIFO, a row that names an absolute or ``..`` path, a huge file) is reported as a missing
+    source, quickly: never a read without end, a hang, or a file read from outside the run directory (the
+    outside copy holds the right text, so only where it lies can make it wrong); the store's own check
+    calls it damaged in one line."""
+    import os
+    import sqlite3
+
+    d = tmp_path / "run"
+    ids = full_run(d)
+    target = d / "harnesses" / f"{ids['h2']}.py"
+    outside = tmp_path / "secret.py"
+    outside.write_text(target.read_text())  # the same text, so only the location can make it wrong
+    if kind == "link_to_dev_zero":
+        target.unlink()
+        target.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        target.unlink()
+        os.mkfifo(target)
+    elif kind == "link_out":
+        target.unlink()
+        target.symlink_to(outside)
+    elif kind in ("row_path_absolute", "row_path_dotdot"):
+        path = str(outside) if kind == "row_path_absolute" else "harnesses/../../secret.py"
+        c = sqlite3.connect(d / "runs.sqlite")
+        c.execute("UPDATE harnesses SET path = ? WHERE id = ?", (path, ids["h2"]))
+        c.commit()
+        c.close()
+    elif kind == "too_large":
+        target.write_text("#" * (2 << 20))
+    else:
+        moved = tmp_path / "elsewhere"
+        (d / "harnesses").rename(moved)
+        (d / "harnesses").symlink_to(moved)
+    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "report", str(d)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr[-500:]
+    html = (d / "report.html").read_text(encoding="utf-8")
+    assert "completion.strip().split()[-1]" not in html  # h2's text, read from nowhere
+    assert "a harness source file is missing" in html
+    with Store.open(d, create=False) as st, pytest.raises(UserError, match="the run store is damaged") as e:
+        st.harness_source(ids["h2"])
+    assert "\n" not in str(e.value)
+    if kind == "too_large":  # refused by its size, before reading it whole
+        assert "larger than" in str(e.value)
+
+
+def test_plots_are_written_only_into_a_real_folder_of_the_run_dir(tmp_path: Path) -> None:
+    d = tmp_path / "run"
+    full_run(d)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (d / "plots").symlink_to(elsewhere)
+    with pytest.raises(UserError, match="not a folder of the run directory"):
+        write_report(d)
+    assert list(elsewhere.iterdir()) == [] and not (d / "report.html").exists()

@@ -55,3 +55,30 @@ def test_bad_input_exits_2_with_one_line(spec, needle, bad_jsonl):
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+
+
+def test_short_and_empty_splits_are_said(tmp_path: Path) -> None:
+    """A split with fewer problems than asked is said in one line (the command goes on); an empty one is
+    exit 2 with one line, for `tasks` and for `run` (before any solver is reached)."""
+    from harnesslearn.tasks import load_task
+
+    f = tmp_path / "few.jsonl"
+    f.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                         for i in range(6)), encoding="utf-8")
+    task = load_task(f"jsonl:{f}")
+    sizes = {s: len(task.problems(s, 100, 0)) for s in ("feedback", "score", "test")}
+    full = max(sizes, key=lambda s: sizes[s])
+    r = _cli("tasks", f"jsonl:{f}", "--split", full, "--n", "50", "--json")
+    assert r.returncode == 0 and len(json.loads(r.stdout)["problems"]) == sizes[full]
+    assert f"holds {sizes[full]} problems (asked 50)" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"id": "only", "question": "What is 1 + 1?", "answer": "2"}) + "\n", encoding="utf-8")
+    t1 = load_task(f"jsonl:{one}")
+    empty = next(s for s in ("feedback", "score", "test") if not t1.problems(s, 1, 0))
+    for args in (("tasks", f"jsonl:{one}", "--split", empty),
+                 ("run", "minimal", "--task", f"jsonl:{one}", "--split", empty, "--solver", "openai:x?base_url="
+                  "http://127.0.0.1:9/v1")):
+        r = _cli(*args, "--json")
+        assert r.returncode == 2 and r.stdout == "", (args, r.stderr)
+        assert f"the {empty} split" in r.stderr and "holds no problems" in r.stderr and r.stderr.count("\n") == 1

@@ -166,3 +166,29 @@ def test_squad_normalisation_and_alias_maximum():
     assert em == 0.0 and f1 == pytest.approx(2 / 3)
     assert token_f1("no", "yes", yes_no_rule=True) == 0.0
     assert token_f1("yes it is", "yes", yes_no_rule=False) > 0.0
+
+
+@pytest.mark.parametrize("rows, corpus, needle", [
+    ([{"id": "a", "question": "q?", "answers": ["x"]}], None, "question 'a' of q.jsonl has no paragraphs"),
+    ([{"id": "a", "question": "q?", "answers": ["x"], "paragraphs": [{"title": "", "text": "the of a"}]}], None,
+     "no paragraphs to search"),
+    ([{"id": "a", "question": "q?", "answers": ["x"]}], "", "has nothing to search"),
+    ([{"id": "a", "question": "q?", "answers": ["x"]}], '{"title": "", "text": "a, the; of!"}\n', "has nothing to search"),
+])
+def test_a_qa_task_with_nothing_to_search_is_refused_at_load(tmp_path, rows, corpus, needle):
+    """A question that can only score 0 (no paragraphs and no corpus, an empty corpus, one without a word
+    the index keeps) is a user mistake, said at load, not a column of zeros."""
+    f = _write(tmp_path, "q.jsonl", "\n".join(json.dumps(r) for r in rows))
+    spec = f"2wiki:{f}"
+    if corpus is not None:
+        spec += f"?corpus={_write(tmp_path, 'c.jsonl', corpus)}"
+    with pytest.raises(UserError) as e:
+        load_task(spec)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_questions_without_paragraphs_load_with_a_corpus(tmp_path):
+    f = _write(tmp_path, "q.jsonl", json.dumps({"id": "a", "question": "q?", "answers": ["x"]}))
+    c = _write(tmp_path, "c.jsonl", json.dumps({"title": "Paris", "text": "Paris is the capital."}))
+    task = load_task(f"2wiki:{f}?corpus={c}")
+    assert task.search_documents(next(task.candidates(0))) == [{"title": "Paris", "text": "Paris is the capital."}]

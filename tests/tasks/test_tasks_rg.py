@@ -78,6 +78,8 @@ def test_problem_ids_name_family_seed_index():
         ("rg:basic_arithmetic?seed=3", "--seed"),
         ("rg:basic_arithmetic?strict=maybe", "strict"),
         ("rg:", "needs a family"),
+        ("rg:basic_arithmetic?size=50000000", "size must be at most 1,000,000"),  # it grew past 1.5 GB
+        ("rg:basic_arithmetic?size=0", "size must be a positive integer"),
     ],
 )
 def test_bad_config_raises_one_line_user_error(spec, needle):

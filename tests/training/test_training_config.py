@@ -145,3 +145,27 @@ def test_resume_compares_dotted_settings_and_reads_a_state_of_flat_keys(tmp_path
         state.check({"settings": {"temperature": 0.5}}, cfg.record())
     state.check({"settings": {"lora_r": 32, "proposer_format": "plain-rewrite", "families": ["simple_geometry"]}},
                 now)
+
+
+@pytest.mark.parametrize("cls, raw, key", [
+    (SFTDataConfig, {"budgets.timeout_s": 0}, "budgets.timeout_s"),
+    (SFTDataConfig, {"budgets.max_calls": 0}, "budgets.max_calls"),
+    (SFTDataConfig, {"budgets.max_tokens": 0}, "budgets.max_tokens"),
+    (SFTDataConfig, {"proposer.sampling.temperature": 5.0}, "proposer.sampling.temperature"),
+    (SFTDataConfig, {"min_gain": float("nan")}, "min_gain"),
+    (SFTDataConfig, {"min_gain": float("inf")}, "min_gain"),
+    (SFTTrainConfig, {"trainer.learning_rate": 0.0}, "trainer.learning_rate"),
+    (SFTTrainConfig, {"lora.dropout": 1.0}, "lora.dropout"),
+    (SFTTrainConfig, {"trainer.grad_accum": 0}, "trainer.grad_accum"),
+    (SFTTrainConfig, {"max_length": 0}, "max_length"),
+    (SFTTrainConfig, {"lora.target_modules": []}, "lora.target_modules"),
+    (GRPOTrainConfig, {"grpo.num_generations": 1}, "grpo.num_generations"),
+    (GRPOTrainConfig, {"trainer.grad_accum": 4}, "trainer.grad_accum"),
+    (GRPOTrainConfig, {"families": []}, "families"),
+])
+def test_training_settings_have_bounds_named_by_their_key(cls: type, raw: dict, key: str) -> None:
+    """A value that would end in a traceback from TRL, PEFT or torch, or make the run meaningless, is one
+    line naming the config key (not a CLI option the train commands do not have)."""
+    with pytest.raises(UserError) as e:
+        build_config(cls, raw)
+    assert key in str(e.value) and "--" not in str(e.value) and "\n" not in str(e.value)

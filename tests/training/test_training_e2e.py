@@ -194,3 +194,99 @@ def test_sft_that_diverges_raises_and_saves_no_adapter(world: dict) -> None:
     with pytest.raises(RuntimeError, match="diverged"):
         run_sft(cfg)
     assert not (d / "sft-nan" / "adapter").exists()
+
+
+def test_train_sft_json_prints_exactly_one_json_object(world: dict, tmp_path: Path) -> None:
+    """`train sft --json`: stdout is the one result object (the trainer's log dicts go to stderr)."""
+    import subprocess
+    import sys
+
+    d = world["dir"]
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text(json.dumps({  # JSON is YAML
+        "model": world["model"], "data": str(d / "sft.jsonl"), "output_dir": str(tmp_path / "out"), "max_length": 256,
+        "lora": {"r": 4, "alpha": 8}, "trainer": {"max_steps": 2, "micro_batch": 1, "report_to": "none",
+                                                   "use_cpu": True, "logging_steps": 1}}))
+    p = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "train", "sft", "--config", str(cfg), "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == 1, p.stdout[:2000]
+    out = json.loads(p.stdout)
+    assert out["steps"] == 2 and Path(out["adapter"]).is_dir()
+    assert "loss" in p.stderr  # the log lines are kept, on stderr
+
+
+@pytest.mark.parametrize("case", ["policy_not_a_model", "adapter_not_an_adapter", "unknown_target", "data_nonstring"])
+def test_training_inputs_are_checked_before_any_library_sees_them(world: dict, tmp_path: Path, case: str) -> None:
+    """A policy folder that is not a model, an adapter folder that is not an adapter, a LoRA target the
+    model lacks, SFT rows whose content is not text: one UserError line, no traceback from transformers,
+    PEFT or TRL, and no output folder left behind."""
+    from harnesslearn.errors import UserError
+    from harnesslearn.training.sft import run_sft
+
+    d = world["dir"]
+    raw = {"model": world["model"], "data": str(d / "sft.jsonl"), "output_dir": str(tmp_path / "out"),
+           "max_length": 256, "trainer.max_steps": 1, "trainer.micro_batch": 1, "trainer.report_to": "none",
+           "trainer.use_cpu": True}
+    if case == "policy_not_a_model":
+        (tmp_path / "empty").mkdir()
+        raw["model"] = str(tmp_path / "empty")
+    elif case == "adapter_not_an_adapter":
+        (tmp_path / "notes").mkdir()
+        (tmp_path / "notes" / "README").write_text("hi")
+        raw["adapter"] = str(tmp_path / "notes")
+    elif case == "unknown_target":
+        raw["lora.target_modules"] = ["q_proj", "not_a_module"]
+    else:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(json.dumps({"messages": [{"role": "user", "content": ["a", "list"]},
+                                                {"role": "assistant", "content": "x"}]}) + "\n")
+        raw["data"] = str(bad)
+    with pytest.raises(UserError) as e:
+        run_sft(build_config(SFTTrainConfig, raw))
+    assert "\n" not in str(e.value)
+    assert {"policy_not_a_model": "not a transformers model", "adapter_not_an_adapter": "not a LoRA adapter",
+            "unknown_target": "not_a_module", "data_nonstring": "content"}[case] in str(e.value), str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", ["output_is_a_file", "output_read_only"])
+def test_an_output_dir_that_cannot_be_written_is_refused_before_loading(world: dict, tmp_path: Path,
+                                                                        case: str) -> None:
+    import os
+
+    from harnesslearn.errors import UserError
+    from harnesslearn.training.sft import run_sft
+
+    if case == "output_is_a_file":
+        out = tmp_path / "out"
+        out.write_text("mine")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a read-only folder")
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        out = ro / "out"
+    raw = {"model": world["model"], "data": str(world["dir"] / "sft.jsonl"), "output_dir": str(out),
+           "trainer.max_steps": 1, "trainer.report_to": "none", "trainer.use_cpu": True, "max_length": 256}
+    with pytest.raises(UserError, match="output_dir"):
+        run_sft(build_config(SFTTrainConfig, raw))
+    if case == "output_is_a_file":
+        assert out.read_text() == "mine"
+
+
+def test_sft_resume_refuses_a_changed_setting_naming_it(world: dict, tmp_path: Path) -> None:
+    """A resumed SFT compares the settings its checkpoint was trained with: a changed LoRA rank (a traceback
+    from the checkpoint's shapes before) or learning rate (resumed silently before) is one line."""
+    from harnesslearn.errors import UserError
+    from harnesslearn.training.sft import run_sft
+
+    raw = {"model": world["model"], "data": str(world["dir"] / "sft.jsonl"), "output_dir": str(tmp_path / "out"),
+           "max_length": 256, "lora.r": 4, "lora.alpha": 8, "trainer.max_steps": 1, "trainer.micro_batch": 1,
+           "trainer.save_steps": 1, "trainer.report_to": "none", "trainer.use_cpu": True}
+    assert run_sft(build_config(SFTTrainConfig, raw))["steps"] == 1
+    for key, value in (("lora.r", 8), ("trainer.learning_rate", 5e-4)):
+        with pytest.raises(UserError, match=f"resume: {key} was"):
+            run_sft(build_config(SFTTrainConfig, {**raw, key: value, "resume": True, "trainer.max_steps": 2}))
+    assert run_sft(build_config(SFTTrainConfig, {**raw, "resume": True, "trainer.max_steps": 2}))["steps"] == 2

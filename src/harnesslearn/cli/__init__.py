@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from typing import NoReturn
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -66,15 +67,28 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("harnesslearn: interrupted\n")
         sys.exit(130)
-    except (sqlite3.OperationalError, OSError) as e:
+    except sqlite3.DatabaseError as e:
+        if isinstance(e, sqlite3.OperationalError) and disk_full(e):
+            _disk_full(e)
+        if isinstance(e, sqlite3.OperationalError):
+            raise
+        # damage a query met past the checks at open (a malformed page): one line, not a traceback
+        sys.stderr.write(f"harnesslearn: error: a database this command reads is damaged ({e}); move it away or "
+                         "remove it\n")
+        sys.exit(2)
+    except OSError as e:
         if not disk_full(e):
             raise
-        sys.stderr.write(f"harnesslearn: disk full ({str(e).splitlines()[0]}); what was committed before is "
-                         "intact: free some space and rerun (with --resume where the command has it)\n")
-        sys.exit(1)
+        _disk_full(e)
     if rv == 130:  # click returns typer's Exit(130) for a Ctrl-C when not in standalone mode
         sys.stderr.write("harnesslearn: interrupted\n")
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _disk_full(e: BaseException) -> NoReturn:
+    sys.stderr.write(f"harnesslearn: disk full ({str(e).splitlines()[0]}); what was committed before is "
+                     "intact: free some space and rerun (with --resume where the command has it)\n")
+    sys.exit(1)
 
 
 def _model(title: str) -> type[BaseModel]:

@@ -64,3 +64,17 @@ def zoo_names(task: Any, only: str | None, seed: int) -> list[str] | None:
     for name in names or []:
         zoo.build(name, task, seed)
     return names
+
+
+def split_problems(task: Any, split: str, n: int, seed: int) -> list[Any]:
+    """The problems ``split`` gives for ``n`` and ``seed``; an empty split is a UserError (exit 2), a short
+    one is said in one stderr line (the command goes on with what there is)."""
+    probs = task.problems(split, n, seed)
+    s = task.split_sizes
+    if not probs:
+        raise UserError(f"the {split} split of {task.spec} holds no problems (too few in the task for its split "
+                        f"fractions feedback/score/test = {s.feedback:g}/{s.score:g}/{s.test:g})")
+    if len(probs) < n:
+        sys.stderr.write(f"harnesslearn: the {split} split of {task.spec} holds {len(probs)} problems (asked "
+                         f"{n}); going on with {len(probs)}\n")
+    return list(probs)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit, write_output, zoo_names
+from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit, split_problems, write_output, zoo_names
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.sandbox.records import MAX_TIMEOUT_S
 from harnesslearn.settings.groups import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED
@@ -31,7 +31,7 @@ def tasks(
 
     if spec is not None:
         task = load_task(spec)
-        probs = task.problems(split, n, seed)
+        probs = split_problems(task, split, n, seed)
         preview = {
             "spec": task.spec,
             "name": task.name,
@@ -130,11 +130,12 @@ def run(
     from harnesslearn.tasks import load_task
     from harnesslearn.zoo import resolve_harness
 
+    t = load_task(task)
+    h = resolve_harness(harness, t, check=False)  # an invalid harness file: every problem harness_error
+    split_problems(t, split, n, seed)  # an empty split is exit 2, not a run that blames the infrastructure
     config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
     rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, config=config, concurrency=concurrency,
                        warm=False)
-    t = load_task(task)
-    h = resolve_harness(harness, t, check=False)  # an invalid harness file: every problem harness_error
     budgets = Budgets(timeout_s=timeout)
     stats: dict[str, Any] = {}
 
@@ -186,6 +187,7 @@ def zoo(
     names = zoo_names(t, only, seed)  # unknown or inapplicable names: exit 2 before anything runs
     if test not in ("all", "best"):
         raise UserError(f"--test must be all or best, not {test!r}")
+    split_problems(t, "score", n_score, seed)  # an empty score split: nothing to pick on (exit 2)
     rt = SolverRuntime(solver, base_url=solver_base_url, concurrency=concurrency, warm=False)
     stats: dict[str, Any] = {}
 
@@ -208,6 +210,9 @@ def zoo(
              f"{'harness':<20} {'score J [95% CI]':<24} {'test J [95% CI]':<24}"]
     lines += [f"{r['name']:<20} {j(r['score']):<24} {j(r['test']):<24}" for r in out["rows"]]
     emit(out, as_json, "\n".join(lines))
+    if out["rows"] and all(not (r.get("score") or {}).get("n") for r in out["rows"]):  # as `run` does
+        raise InfraError(f"every run of every zoo harness on the score split hit an infrastructure failure (J not "
+                         f"scored): is the solver {solver} reachable?")
 
 
 # ---------------------------------------------------------------- models

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +28,14 @@ TrainExecutorOpt = Annotated[str | None, typer.Option(
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help=SET_HELP, metavar="KEY=VALUE")]
 
 
+@contextlib.contextmanager
+def _logs_to_stderr() -> Iterator[None]:
+    """The trainers' log lines (transformers' progress callback prints its dicts on stdout) go to stderr:
+    stdout holds the command's one result."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
 def _overrides(sets: list[str] | None, executor: str | None = None) -> list[str]:
     """The ``--set`` overrides, then ``--executor`` as ``runtime.executor=X`` (it wins over the config)."""
     return [*(sets or ()), *([f"runtime.executor={executor}"] if executor is not None else [])]
@@ -38,7 +49,9 @@ def train_sft_data(config: ConfigOpt, executor: TrainExecutorOpt = None, sets: S
     from harnesslearn.training.config import SFTDataConfig, load_config
     from harnesslearn.training.sft_data import generate
 
-    result = aio.run(generate(load_config(SFTDataConfig, config, _overrides(sets, executor))))
+    cfg = load_config(SFTDataConfig, config, _overrides(sets, executor))
+    with _logs_to_stderr():
+        result = aio.run(generate(cfg))
     share = ", ".join(f"{k} {v:.0%}" for k, v in result["kind_share"].items())
     emit(result, as_json, f"kept {result['kept']} of {result['candidates']} revisions -> {result['out']} ({share})")
 
@@ -49,7 +62,9 @@ def train_sft(config: ConfigOpt, sets: SetOpt = None, as_json: JsonOpt = False) 
     from harnesslearn.training.config import SFTTrainConfig, load_config
     from harnesslearn.training.sft import run_sft
 
-    result = run_sft(load_config(SFTTrainConfig, config, _overrides(sets)))
+    cfg = load_config(SFTTrainConfig, config, _overrides(sets))
+    with _logs_to_stderr():
+        result = run_sft(cfg)
     emit(result, as_json, f"{result['steps']} steps, loss {result['train_loss']:.4f}, adapter {result['adapter']}")
 
 
@@ -60,6 +75,8 @@ def train_grpo(config: ConfigOpt, executor: TrainExecutorOpt = None, sets: SetOp
     from harnesslearn.training.config import GRPOTrainConfig, load_config
     from harnesslearn.training.grpo import run_grpo
 
-    result = run_grpo(load_config(GRPOTrainConfig, config, _overrides(sets, executor)))
+    cfg = load_config(GRPOTrainConfig, config, _overrides(sets, executor))
+    with _logs_to_stderr():
+        result = run_grpo(cfg)
     emit(result, as_json, f"{result['steps']} steps on {result['contexts']} contexts, adapter {result['adapter']}, "
          f"rollouts {result['rollouts']}")

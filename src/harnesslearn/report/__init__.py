@@ -51,6 +51,10 @@ def render_report(run_dir: str | Path) -> Report:
     finally:
         store.close()
     out = Report(path=d / REPORT_NAME)
+    plots_dir = d / PLOTS_DIR
+    if pngs and (plots_dir.is_symlink() or (plots_dir.exists() and not plots_dir.is_dir())):
+        raise UserError(f"{plots_dir} is not a folder of the run directory (a link or a file): the plots are written "
+                        "only into a real folder inside it; remove it and run the report again")
     try:
         for name, data in pngs.items():
             p = d / PLOTS_DIR / name

@@ -43,7 +43,7 @@ def open_store(run_dir: str | Path) -> Store:
         raise UserError(f"run directory not found: {d}")
     if not (d / DB_NAME).is_file():
         raise UserError(f"not a run directory (no {DB_NAME}): {d}")
-    return Store.open(d, create=False)
+    return Store.open_readonly(d)
 
 
 def _mean(values: list[float]) -> float | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from harnesslearn.settings.base import Settings, setting
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from harnesslearn.tasks.base import Problem
@@ -28,17 +28,24 @@ class Status(StrEnum):
 MAX_TIMEOUT_S = 86_400.0  # one solve() call: a day
 
 
-class Budgets(Settings):
-    """Per-problem limits enforced by the broker in the trusted process (a settings group: validated on
-    construction, a bad value is one UserError line)."""
+def _limit(default: float, help: str, lo: float, hi: float, option: str | None = None) -> Any:
+    """A budget field, declared as ``harnesslearn.settings`` declares a setting (this floor does not import it)."""
+    return Field(default, description=help, ge=lo, le=hi,
+                 json_schema_extra={"option": option, "affects_results": True, "lo": lo, "hi": hi})
 
-    timeout_s: float = setting(60.0, "--timeout", "Wall-clock seconds of one solve() call (model waits not counted).",
-                               lo=0.001, hi=MAX_TIMEOUT_S)
-    max_calls: int = setting(16, None, "Solver calls allowed per problem.", lo=1, hi=1_000_000)
-    max_tokens: int = setting(8192, None, "Solver tokens (prompt + completion, all calls) allowed per problem.",
-                              lo=1, hi=10**9)
-    memory_mb: int = setting(1024, None, "Address space of the worker, MiB.", lo=16, hi=1_048_576)
-    tool_calls: int = setting(16, None, "python / search tool calls allowed per problem.", lo=0, hi=1_000_000)
+
+class Budgets(BaseModel):
+    """Per-problem limits enforced by the broker in the trusted process. A settings group (strict, frozen;
+    validated on construction; the settings tree composes it and names its errors)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    timeout_s: float = _limit(60.0, "Wall-clock seconds of one solve() call (model waits not counted).", 0.001,
+                              MAX_TIMEOUT_S, "--timeout")
+    max_calls: int = _limit(16, "Solver calls allowed per problem.", 1, 1_000_000)
+    max_tokens: int = _limit(8192, "Solver tokens (prompt + completion, all calls) allowed per problem.", 1, 10**9)
+    memory_mb: int = _limit(1024, "Address space of the worker, MiB.", 16, 1_048_576)
+    tool_calls: int = _limit(16, "python / search tool calls allowed per problem.", 0, 1_000_000)
 
 
 @dataclass(frozen=True)

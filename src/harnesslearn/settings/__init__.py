@@ -9,5 +9,6 @@
 - ``load.py``: the one loader, a YAML file and dotted ``KEY=VALUE`` overrides, that the CLI's options are
   generated from (``harnesslearn.cli.options``).
 
-This ``__init__`` imports nothing, so that the sandbox's ``Budgets`` can build on ``base`` without a cycle.
+The sandbox's ``Budgets`` is a group of the same kind (a strict, frozen pydantic model) declared where it is
+enforced, so that the sandbox imports nothing of this package.
 """

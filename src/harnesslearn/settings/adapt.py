@@ -55,6 +55,7 @@ class AdaptSettings(Settings):
         "of them (picked there) on the test split: baselines in the result and the report.", affects_results=False)
     runtime: RuntimeSettings = setting(RuntimeSettings(), None, "Where harness runs execute.")
 
+    cli_options: ClassVar[bool] = True  # --rounds, --n-score, ... (harnesslearn adapt)
     # the flat keys of records written before the settings tree
     legacy: ClassVar[dict[str, str]] = {
         "n_feedback": "splits.n_feedback", "n_score": "splits.n_score", "n_test": "splits.n_test",

@@ -50,6 +50,9 @@ class Settings(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, validate_default=False)
     # record keys of older versions -> today's dotted keys (read by ``from_record`` and the loader)
     legacy: ClassVar[dict[str, str]] = {}
+    # whether the fields' ``option`` names are this tree's CLI (adapt: yes; a config file's tree, no: an
+    # error names the dotted key there)
+    cli_options: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -223,7 +226,8 @@ def settings_error(cls: type[BaseModel], e: ValidationError, *, label: str = "{}
             path = cand
             break
     leaf = known.get(path)
-    name = (leaf.option if leaf and leaf.option else label.format(path or ".".join(loc)))
+    name = (leaf.option if leaf and leaf.option and getattr(cls, "cli_options", False) and where is None
+            else label.format(path or ".".join(loc)))
     kind, value = err["type"], err.get("input")
     head = f"{where}: " if where else ""
     if kind == "extra_forbidden":
@@ -244,7 +248,7 @@ def settings_error(cls: type[BaseModel], e: ValidationError, *, label: str = "{}
         lo, hi = _bounds(cls, path)
         ctx = err.get("ctx", {})
         sign = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}[kind]
-        bound = (f"between {lo:g} and {hi:g}" if lo is not None and hi is not None and kind.endswith("_equal")
+        bound = (f"between {_num(lo)} and {_num(hi)}" if lo is not None and hi is not None and kind.endswith("_equal")
                  else f"{sign} {next(iter(ctx.values()), '?')}")
         return UserError(f"{head}{name} must be {bound} (got {value!r})")
     if kind == "missing":
@@ -252,6 +256,11 @@ def settings_error(cls: type[BaseModel], e: ValidationError, *, label: str = "{}
     if kind in _KINDS:
         return UserError(f"{head}{name} must be {_KINDS[kind]} (got {value!r})")
     return UserError(f"{head}{name}: {err['msg']} (got {value!r})")
+
+
+def _num(x: float) -> str:
+    """A bound as people write it: 1000000, not 1e+06; 0.001 and 1e-12 as they are."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def _choices(annotation: Any) -> list[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from harnesslearn.errors import UserError
 from harnesslearn.propose.formats import FormatChoice
 from harnesslearn.propose.prompt import Style
 from harnesslearn.sandbox.executor import Isolation
@@ -103,6 +104,10 @@ class Lora(Settings):
     dropout: float = setting(0.05, None, "LoRA dropout.", lo=0.0, hi=0.99)
     target_modules: str | tuple[str, ...] = setting(
         "all-linear", None, "Modules that get adapters: 'all-linear' or a list of module names (q_proj, v_proj, ...).")
+
+    def model_post_init(self, _: object) -> None:
+        if not self.target_modules or (isinstance(self.target_modules, str) and not self.target_modules.strip()):
+            raise UserError("lora.target_modules must name at least one module (or all-linear)")
 
 
 Strategy = Literal["sequential", "independent", "compare"]

@@ -22,6 +22,7 @@ is in the same split whichever file or seed it comes from.
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,15 @@ def _paragraphs(row: dict[str, Any], where: str) -> list[dict[str, Any]]:
             out.append({"title": title, "text": text, "is_supporting": title in supporting})
         return out
     return []
+
+
+def _indexable(doc: dict[str, Any]) -> bool:
+    """Whether a passage holds a word the search index keeps (two or more word characters, not an
+    English stop word: bm25s's tokenisation)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    words = re.findall(r"(?u)\b\w\w+\b", f"{doc.get('title', '')} {doc.get('text', '')}".lower())
+    return any(w not in STOPWORDS_EN for w in words)
 
 
 def _answers(row: dict[str, Any], where: str) -> list[str]:
@@ -162,6 +172,14 @@ class QATask(FileTask):
             from harnesslearn.tools.search import read_corpus
 
             self._corpus = read_corpus(self.corpus_path)
+            if not any(_indexable(d) for d in self._corpus):
+                raise UserError(f"{kind}: the corpus {self.corpus_path.name} has nothing to search (no passage with "
+                                "an indexable word)")
+        else:
+            bare = next((p for p in self._problems if not any(_indexable(d) for d in p.metadata["paragraphs"])), None)
+            if bare is not None:
+                raise UserError(f"{kind}: question {bare.id!r} of {self.path.name} has no paragraphs to search; give "
+                                f"them in the file or a corpus ({self.spec.split('?')[0]}?corpus=FILE.jsonl)")
 
     def __len__(self) -> int:
         return len(self._problems)

@@ -61,6 +61,7 @@ from harnesslearn.tasks.rg_pinned import (
 )
 
 DEFAULT_UNIVERSE_SIZE = 100_000
+MAX_UNIVERSE_SIZE = 1_000_000  # ?size= above it: memory grows with the size (50,000,000 took over 1.5 GB)
 # Families whose generator pre-computes (acre) or caps (word_ladder) the dataset size.
 UNIVERSE_SIZE = {"acre": 1_000, "word_ladder": 20_000}
 DISK_CACHE_MIN_S = 0.05
@@ -152,6 +153,8 @@ class RGTask(Task):
         size = self.config.pop("size", UNIVERSE_SIZE.get(family, DEFAULT_UNIVERSE_SIZE))
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise UserError(f"rg:{family}: size must be a positive integer, not {size!r}")
+        if size > MAX_UNIVERSE_SIZE:
+            raise UserError(f"rg:{family}: size must be at most {MAX_UNIVERSE_SIZE:,} (got {size:,})")
         self.universe_size = size
         self._datasets: dict[int, Any] = {}
         self._pinned_items: dict[tuple[int, int], tuple[str, Any]] = {}

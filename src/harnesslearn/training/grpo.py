@@ -56,7 +56,7 @@ from harnesslearn.training.contexts import (
 from harnesslearn.training.model_io import chat_text, load_policy, lora_config
 from harnesslearn.training.reward import RewardRequest, harness_rewards
 from harnesslearn.training.rollouts import Candidate, RolloutSink
-from harnesslearn.training.sft import resume_arg
+from harnesslearn.training.sft import check_output_dir, resume_arg
 
 T = TypeVar("T")
 
@@ -213,9 +213,13 @@ def open_store(run_dir: str | None, run_id: str, config: dict[str, Any]) -> Any:
         return None
     from harnesslearn.store import Store
 
-    store = Store.open(run_dir)
-    if store.run(run_id) is None:
-        store.create_run(run_id, config, strategy="grpo")
+    store = Store.open(run_dir, lock=True)  # one writer at a time, as adapt's
+    try:
+        if store.run(run_id) is None:
+            store.create_run(run_id, config, strategy="grpo")
+    except BaseException:
+        store.close()
+        raise
     return store
 
 
@@ -291,7 +295,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     from harnesslearn.training.grpo_state import GRPOState, recorder
 
     micro, accum = updates_layout(cfg)
-    out = Path(cfg.output_dir)
+    out = check_output_dir(cfg.output_dir)
     state = GRPOState(out / "state")
     settings = cfg.record()
     recorded = state.read() if cfg.resume is True else None
@@ -306,14 +310,20 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
                 "run_dir": cfg.run_dir}
     t0 = time.perf_counter()
     model, tok = load_policy(cfg.model, adapter=str(state.adapter) if recorded else cfg.adapter,
-                             bf16=cfg.trainer.bf16)
+                             bf16=cfg.trainer.bf16, targets=cfg.lora.target_modules)
     ends = end_token_ids(tok, model)
     model.generation_config.eos_token_id = ends
     t_model = time.perf_counter() - t0
+    store = open_store(cfg.run_dir, "grpo", settings)  # a refused run_dir: before the runtime is opened
     runner = LoopThread()
-    rt = _open_runtime(cfg, runner)
+    try:
+        rt = _open_runtime(cfg, runner)
+    except BaseException:
+        runner.close()
+        if store is not None:
+            store.close()
+        raise
     executor = rt.sandbox
-    store = open_store(cfg.run_dir, "grpo", settings)
     try:
         tasks = load_tasks([task_spec(f) for f in cfg.families])
         policy = None

@@ -39,25 +39,44 @@ def resolve_policy(spec: str) -> str:
     raise UserError(f"policy model {spec!r}: give hf:PATH, a transformers folder, or local:NAME (e.g. {GEMMA_SPEC})")
 
 
-def load_policy(spec: str, *, adapter: str | None = None, bf16: bool = False) -> tuple[Any, Any]:
+def load_policy(spec: str, *, adapter: str | None = None, bf16: bool = False,
+                targets: str | Sequence[str] | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) for training. A pad token is set when the tokenizer has none. With
-    ``adapter``, the LoRA adapter is loaded on top with its weights trainable."""
+    ``adapter``, the LoRA adapter is loaded on top with its weights trainable; without one, ``targets``
+    (the LoRA target modules) are checked against the model's modules. A folder that is not a model or
+    not an adapter, and a target module the model lacks, are a UserError before any training starts."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise MissingExtraError("training", "train") from None
     path = resolve_policy(spec)
-    tok = AutoTokenizer.from_pretrained(path)
+    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+        raise UserError(f"policy model {spec!r}: {path} is not a transformers model folder (no config.json)")
+    if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
+        raise UserError(f"adapter {adapter} is not a LoRA adapter folder (no adapter_config.json)"
+                        if Path(adapter).is_dir() else f"adapter folder not found: {adapter}")
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
+    except (OSError, ValueError) as e:
+        raise UserError(f"policy model {spec!r} cannot be loaded: {str(e).splitlines()[0][:300]}") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
     if adapter is not None:
         from peft import PeftModel
 
-        if not Path(adapter).is_dir():
-            raise UserError(f"adapter folder not found: {adapter}")
-        model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
+        try:
+            model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            raise UserError(f"adapter {adapter} does not fit {spec}: {str(e).splitlines()[0][:300]}") from None
+    elif targets is not None and not isinstance(targets, str):
+        have = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+        missing = [t for t in targets if t not in have]
+        if missing or not targets:
+            linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
+            raise UserError(f"lora.target_modules: {', '.join(missing) or 'none given'} not among the modules of "
+                            f"{spec} (its linear ones: {', '.join(linear[:12])}; or all-linear)")
     return model, tok
 
 

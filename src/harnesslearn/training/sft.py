@@ -10,11 +10,13 @@ template: the model learns to continue the same prompt it will see.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
+from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.training.config import SFTTrainConfig
 from harnesslearn.training.model_io import load_policy, lora_config
 
@@ -34,6 +36,9 @@ def read_sft_jsonl(path: str | Path) -> list[dict[str, str]]:
             assistant = next(m["content"] for m in msgs if m["role"] == "assistant")
         except (ValueError, KeyError, TypeError, StopIteration):
             raise UserError(f"{path}:{i}: expected a JSON object with user and assistant messages") from None
+        if not isinstance(user, str) or not isinstance(assistant, str):
+            raise UserError(f"{path}:{i}: a message's content must be text (got "
+                            f"{type(user if not isinstance(user, str) else assistant).__name__})")
         rows.append({"prompt": user, "completion": assistant})
     if not rows:
         raise UserError(f"SFT data {path} holds no examples")
@@ -91,20 +96,58 @@ def resume_arg(resume: bool | str, output_dir: str) -> str | None:
     return str(resume)
 
 
+def check_output_dir(path: str) -> Path:
+    """The output folder, checked (not created) before a model is loaded: not a file, and writable, or
+    creatable in the nearest folder above it that exists."""
+    out = Path(path)
+    if not path.strip():
+        raise UserError("output_dir: the path is empty")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"output_dir: {out} is a file, not a folder")
+    near = next((p for p in (out, *out.absolute().parents) if p.exists()), Path("/"))
+    if not near.is_dir() or not os.access(near, os.W_OK | os.X_OK):
+        raise UserError(f"output_dir: {near} is not a writable folder" + ("" if near == out else f" (for {out})"))
+    return out
+
+
+# the SFT settings a resumed run must share with the run it continues (the checkpoint was trained with them)
+SFT_FIXED = ("model", "adapter", "data", "lora.r", "lora.alpha", "lora.target_modules", "trainer.learning_rate",
+             "trainer.micro_batch", "trainer.grad_accum", "max_length", "seed")
+SFT_SETTINGS = "harnesslearn-sft.json"
+
+
+def _check_resume(cfg: SFTTrainConfig, out: Path) -> None:
+    """On a resume, refuse a setting changed since the run it continues, in one line, naming it."""
+    now = cfg.record()
+    path = out / SFT_SETTINGS
+    if resume_arg(cfg.resume, cfg.output_dir) is not None and path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        for key in SFT_FIXED:
+            was, new = old.get(key), now.get(key)
+            if key in old and (list(was) if isinstance(was, tuple) else was) != (list(new) if isinstance(new, tuple) else new):
+                raise UserError(f"resume: {key} was {was!r} in the run being resumed, now {new!r} (use a new "
+                                f"output_dir, or resume: false)")
+
+
 def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """Train; returns a summary (steps, final loss, where the adapter went). ``callbacks``:
     transformers ``TrainerCallback``s (for example a deadline that stops training)."""
     rows = read_sft_jsonl(cfg.data)  # a missing or empty file fails before the slow imports
+    out = check_output_dir(cfg.output_dir)
+    _check_resume(cfg, out)
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.trainer.bf16)
+    model, tok = load_policy(cfg.model, adapter=cfg.adapter, bf16=cfg.trainer.bf16,
+                           targets=cfg.lora.target_modules)
     rows, too_long = fit_rows(rows, tok, cfg.max_length)
     if too_long:
         print(f"harnesslearn: SFT: {too_long} row(s) longer than max_length {cfg.max_length} tokens left out",
               file=sys.stderr)
     if not rows:
         raise UserError(f"every SFT row of {cfg.data} is longer than max_length {cfg.max_length} tokens")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / SFT_SETTINGS, json.dumps(cfg.record(), indent=1) + "\n")  # what a resume compares
     args = SFTConfig(
         output_dir=cfg.output_dir,
         seed=cfg.seed,

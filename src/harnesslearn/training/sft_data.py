@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from harnesslearn.errors import InfraError, UserError
+from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.harness import Harness, load_harness
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.seeding import child_seed
@@ -38,7 +41,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
     from harnesslearn.evaluation import evaluate
     from harnesslearn.propose.formats import by_name, continuation
     from harnesslearn.propose.prompt import PromptContext
-    from harnesslearn.propose.rounds import revise
+    from harnesslearn.propose.rounds import ProposalFailed, revise
 
     budgets, n_score, p = cfg.budgets, cfg.splits.n_score, cfg.proposer
     pseed = child_seed(cfg.seed, ctx_index)
@@ -46,8 +49,16 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
     before = await evaluate(seed_h, task, "score", n_score, pseed, executor, budgets, progress=False)
     fmt = by_name(p.format)  # plain-search: the teacher continues a prompt ending in an open SEARCH
     prompt = str(fmt.render(PromptContext(task, seed_h, fb, style=p.style, n_traces=p.n_traces, rng_seed=pseed)))
-    cands = await revise(seed_h, prompt, fmt, teacher, cfg.candidates, seed=pseed, round=0,
-                         temperature=p.sampling.temperature, max_tokens=p.sampling.max_tokens)
+    for ev in (fb, before):  # a solver that is down: not a context with nothing kept
+        if ev.problems and ev.infra_failures == len(ev.problems):
+            first = (ev.problems[0].error or "no detail").splitlines()[0][:300]
+            raise InfraError(f"every run of the seed on {task.spec} ({ev.split} split) hit an infrastructure "
+                             f"failure; is the solver {cfg.solver} reachable? first: {first}")
+    try:
+        cands = await revise(seed_h, prompt, fmt, teacher, cfg.candidates, seed=pseed, round=0,
+                             temperature=p.sampling.temperature, max_tokens=p.sampling.max_tokens)
+    except ProposalFailed as e:  # the teacher's backend failed: one line, not a traceback
+        raise InfraError(f"the teacher {cfg.teacher} failed on {e}") from None
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()
 
@@ -86,22 +97,53 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
     return kept, counts
 
 
+def _check_out(path: str) -> Path:
+    """The output file, checked before any work: not a folder, its folder creatable and writable."""
+    out = Path(path)
+    if not path.strip():
+        raise UserError("out: the output path is empty")
+    if out.is_dir():
+        raise UserError(f"out: {out} is a folder; name a .jsonl file")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"out: cannot create the folder of {out}: {e.strerror or e}") from None
+    if not os.access(out.parent, os.W_OK):
+        raise UserError(f"out: the folder {out.parent} is not writable")
+    return out
+
+
+def _open_store(cfg: SFTDataConfig, seed_h: Harness) -> Any:
+    """The run store of ``run_dir`` (None without one), locked; a run_dir that already holds an sft-data run
+    is refused in one line (its proposals are keyed by context: a second run would collide with them)."""
+    if cfg.run_dir is None:
+        return None
+    from harnesslearn.store import Store
+
+    store = Store.open(cfg.run_dir, lock=True)
+    try:
+        old = store.run("sft-data")
+        if old is not None:
+            raise UserError(f"run_dir {cfg.run_dir} already holds an sft-data run ({old.status}); sft-data does not "
+                            "resume: name another run_dir (or remove it to start over)")
+        store.create_run("sft-data", cfg.record(), strategy="sft-data")
+        store.add_harness(seed_h, run_id="sft-data", round=0)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     """Write the dataset; returns the summary the CLI prints."""
     from harnesslearn.models import load_model
     from harnesslearn.runtime import SolverRuntime
 
-    teacher = load_model(cfg.teacher, base_url=cfg.teacher_base_url)
+    out = _check_out(cfg.out)  # before anything runs: an output that cannot be written loses no work
     seed_h = load_harness(cfg.seed_harness)
     tasks = load_tasks([task_spec(f) for f in cfg.families])
-    store = None
-    if cfg.run_dir is not None:
-        from harnesslearn.store import Store
-
-        store = Store.open(cfg.run_dir)
-        if store.run("sft-data") is None:
-            store.create_run("sft-data", cfg.record(), strategy="sft-data")
-        store.add_harness(seed_h, run_id="sft-data", round=0)
+    store = _open_store(cfg, seed_h)
+    teacher = load_model(cfg.teacher, base_url=cfg.teacher_base_url)
     try:
         async with SolverRuntime.of(cfg.solver, cfg.runtime, base_url=cfg.solver_base_url) as rt:
             ex = rt.sandbox
@@ -110,17 +152,20 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
                 for fi, task in enumerate(tasks.values()) for c in range(cfg.contexts_per_family)
             ]
             results = await asyncio.gather(*jobs)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
     finally:
         await teacher.aclose()
     rows = [r for kept, _ in results for r in kept]
     counts: Counter[str] = Counter()
     for _, c in results:
         counts.update(c)
-    out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(out)
+    try:
+        atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     kinds = Counter(r["provenance"]["kind"] for r in rows)
     summary = {
         "command": "sft-data",
