@@ -169,3 +169,16 @@ def test_training_settings_have_bounds_named_by_their_key(cls: type, raw: dict, 
     with pytest.raises(UserError) as e:
         build_config(cls, raw)
     assert key in str(e.value) and "--" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_training_family_with_an_empty_split_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from harnesslearn.tasks import load_task
+    from harnesslearn.training.contexts import load_tasks
+
+    f = tmp_path / "one.jsonl"
+    f.write_text(json.dumps({"id": "only", "question": "What is 1 + 1?", "answer": "2"}) + "\n")
+    empty = next(s for s in ("feedback", "score") if not load_task(f"jsonl:{f}").problems(s, 1, 0))
+    with pytest.raises(UserError, match=f"the {empty} split of jsonl:.* holds no problems"):
+        load_tasks([f"jsonl:{f}"])

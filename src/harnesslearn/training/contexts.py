@@ -151,9 +151,18 @@ class Builder:
 
 
 def load_tasks(specs: Sequence[str]) -> dict[str, Any]:
+    """The training tasks by spec; a family whose feedback or score split holds no problems (a small file)
+    is a UserError here, before any runtime opens: its contexts could show nothing or score nothing."""
+    from harnesslearn.errors import UserError
     from harnesslearn.tasks import load_task
 
-    return {s: load_task(s) for s in dict.fromkeys(specs)}
+    tasks = {s: load_task(s) for s in dict.fromkeys(specs)}
+    for spec, task in tasks.items():
+        for split in ("feedback", "score"):
+            if not task.problems(split, 1, 0):
+                raise UserError(f"families: the {split} split of {spec} holds no problems (too few in the task for "
+                                "its split fractions)")
+    return tasks
 
 
 async def realise_contexts(plans: list[ContextPlan], builder: Builder, tasks: dict[str, Any]) -> list[Context]:
