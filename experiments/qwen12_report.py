@@ -204,28 +204,12 @@ def save(fig: Any, ax: Any, out: Path, name: str, title: str) -> str:
     return name
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--ret", required=True, help="the unpacked results.tgz (WORK/ret)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--notes", default=None)
-    p.add_argument("--grpo-run", action="append", default=[], metavar="LABEL=DIR",
-                   help="more GRPO runs for the update table and curve (a ret folder or a GRPO state folder)")
-    a = p.parse_args(argv)
-    ret, out = Path(a.ret), Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = read_jsonl(ret / "eval_rows.jsonl")
-    sd = json.loads((ret / "sftdata.json").read_text()) if (ret / "sftdata.json").is_file() else None
-    sft = json.loads((ret / "sft.json").read_text()) if (ret / "sft.json").is_file() else None
-    grpo = json.loads((ret / "grpo.json").read_text()) if (ret / "grpo.json").is_file() else None
-    status = json.loads((ret / "status.json").read_text()) if (ret / "status.json").is_file() else {}
-    tr = transfer(rows)
-    if rows:
-        (out / "transfer.json").write_text(json.dumps(tr, indent=1))
-    made = plots(tr, grpo, out)
-    md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one H200 (small-model result)", ""]
-    if a.notes and Path(a.notes).is_file():
-        md += [Path(a.notes).read_text().strip(), ""]
+def _load(ret: Path, name: str) -> Any:
+    return json.loads((ret / name).read_text()) if (ret / name).is_file() else None
+
+
+def sft_sections(sd: dict[str, Any] | None, sft: dict[str, Any] | None) -> list[str]:
+    md: list[str] = []
     if sd:
         md += ["## SFT data (zoo revisions + best-of-N self samples, paper-train families)", "",
                f"- contexts: {sd['contexts']}, kept: **{sd['kept']}**, interpreter-loop share: "
@@ -235,7 +219,11 @@ def main(argv: list[str] | None = None) -> None:
     if sft:
         md += ["## SFT", "", f"- examples {sft.get('examples')}, steps {sft.get('steps')}, "
                f"train loss {sft.get('train_loss')}, {sft.get('seconds')} s", ""]
-    runs = grpo_runs(a.grpo_run, ret)
+    return md
+
+
+def grpo_sections(runs: list[Any], grpo: dict[str, Any] | None, out: Path) -> list[str]:
+    md: list[str] = []
     if runs:
         png = grpo_plot(runs, out, "grpo_updates.png", "GRPO per update (small-model result)")
         md += ["## GRPO per update (from the resumable state's updates.jsonl)", "",
@@ -256,14 +244,41 @@ def main(argv: list[str] | None = None) -> None:
         if grpo.get("error"):
             md += ["", "```", grpo["error"][-1500:], "```"]
         md.append("")
-    failed = {k: v for k, v in status.items() if isinstance(v, dict) and v.get("state") == "failed"}
-    for stage, info in failed.items():
-        md += [f"## Stage `{stage}` failed ({info.get('seconds')} s)", "", "```",
-               str(info.get("error", ""))[-1200:].strip(), "```", ""]
-    if not rows:
-        md += ["No transfer table yet: the eval stage has not run on these files.", ""]
-    else:
-        md += transfer_md(tr)
+    return md
+
+
+def failed_sections(status: dict[str, Any]) -> list[str]:
+    md: list[str] = []
+    for stage, info in status.items():
+        if isinstance(info, dict) and info.get("state") == "failed":
+            md += [f"## Stage `{stage}` failed ({info.get('seconds')} s)", "", "```",
+                   str(info.get("error", ""))[-1200:].strip(), "```", ""]
+    return md
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ret", required=True, help="the unpacked results.tgz (WORK/ret)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--notes", default=None)
+    p.add_argument("--grpo-run", action="append", default=[], metavar="LABEL=DIR",
+                   help="more GRPO runs for the update table and curve (a ret folder or a GRPO state folder)")
+    a = p.parse_args(argv)
+    ret, out = Path(a.ret), Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = read_jsonl(ret / "eval_rows.jsonl")
+    grpo = _load(ret, "grpo.json")
+    tr = transfer(rows)
+    if rows:
+        (out / "transfer.json").write_text(json.dumps(tr, indent=1))
+    made = plots(tr, grpo, out)
+    md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one H200 (small-model result)", ""]
+    if a.notes and Path(a.notes).is_file():
+        md += [Path(a.notes).read_text().strip(), ""]
+    md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
+    md += grpo_sections(grpo_runs(a.grpo_run, ret), grpo, out)
+    md += failed_sections(_load(ret, "status.json") or {})
+    md += transfer_md(tr) if rows else ["No transfer table yet: the eval stage has not run on these files.", ""]
     md += [f"![{m}]({m})" for m in made]
     (out / "results.md").write_text("\n".join(md) + "\n")
     print(f"wrote {out / 'results.md'}")

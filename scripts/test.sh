@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 echo "[test] ruff" >&2
-.venv/bin/ruff check src tests benchmarks experiments
+.venv/bin/ruff check src tests benchmarks experiments examples
 echo "[test] mypy" >&2
 .venv/bin/mypy src/harnesslearn
 echo "[test] pytest" >&2

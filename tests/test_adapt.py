@@ -425,7 +425,7 @@ def test_every_result_affecting_setting_is_refused_on_resume_and_no_other() -> N
             other = not v
         elif isinstance(v, int | float):
             other = v + 1 if v < 5 else v - 1
-        elif int in arms:  # int | None (concurrency)
+        elif int in arms or float in arms:  # int | None (concurrency, token caps), float | None (the money cap)
             other = 2
         else:  # str | None (the memory path, the worker interpreter), str (the executor)
             other = "ray" if path == "runtime.executor" else "elsewhere.sqlite"

@@ -34,6 +34,7 @@ down, or a ``python:`` function that raises): nothing is recorded for that propo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import sys
@@ -44,12 +45,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from harnesslearn import spend
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.evaluation import Evaluation, evaluate, improves
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
 from harnesslearn.propose.formats import ProposerFormat, resolve
-from harnesslearn.propose.prompt import Attempt, PromptContext
+from harnesslearn.propose.prompt import Attempt, PromptContext, load_prompt_dir, use_prompts
 from harnesslearn.propose.rounds import (
     Candidate,
     ProposalFailed,
@@ -117,11 +119,13 @@ class AdaptResult:
     memory_added: str | None = None  # the id of this run's entry, when its best beat the seed
     memory_error: str | None = None  # why adding that entry failed (disk full, ...): the run itself is done
     proposer_format: str = ""  # the format the proposer was asked in (``--proposer-format`` as resolved)
+    stopped: str | None = None  # why the run stopped before its last round (a spend cap), else None
+    spend: dict[str, Any] = field(default_factory=dict)  # tokens and USD: the totals and per round (spend.py)
     wall_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("oracle", "compare", "zoo", "memory_error"):
+        for key in ("oracle", "compare", "zoo", "memory_error", "stopped"):
             if out[key] is None:
                 del out[key]
         out["wall_s"] = round(self.wall_s, 3)
@@ -156,6 +160,8 @@ class Loop:
     tokens: int = 0
     test_solver_calls: int = 0
     proposer_calls: int = 0
+    solver_spec: str = ""  # priced by spend.py (the proposer's is its backend's spec)
+    stopped: str | None = None  # set when a spend cap stopped the run (CapReached)
 
     def size(self, split: str) -> int:
         s = self.settings
@@ -216,7 +222,16 @@ class Loop:
     async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages
                          ) -> list[Candidate]:
         """The round (``rounds.revise``): ``k`` proposals (looked up when already made), applied, and
-        the valid ones scored on the score split, in order."""
+        the valid ones scored on the score split, in order. CapReached (nothing made) when what the rounds
+        before this one spent has reached a cap of ``settings.limits``."""
+        limits = self.settings.limits
+        if limits.proposer_tokens is not None or limits.solver_tokens is not None or limits.usd is not None:
+            rows = spend.per_round(self.store, self.run_id, self.solver_spec, self.proposer.spec)
+            reason = spend.cap_reason(limits, spend.totals(rows, before_round=round))
+            if reason is not None:
+                self.stopped = f"stopped before round {round}: {reason}"
+                raise spend.CapReached(self.stopped)
+
         async def score(h: Harness) -> float | None:
             return (await self.evaluation(h, "score", round=round)).J
 
@@ -266,12 +281,22 @@ async def run_sequential(loop: Loop, seed_h: Harness) -> tuple[Harness, list[Rou
         if loop.progress:
             _log(f"[adapt {loop.run_id}] round {r}/{rounds}: best score J={best_J} ({'improved' if improved else 'kept'})")
 
-    best, _, _ = await sequential(
-        seed_h, (await loop.evaluation(seed_h, "score", round=0)).J, rounds,
-        feedback=lambda h, r: loop.evaluation(h, "feedback", round=r), prompt=loop.prompt,
-        propose=lambda r, parent, parent_J, prompt: loop.candidates(r, loop.settings.candidates, parent, parent_J,
-                                                                    prompt),
-        on_round=on_round)
+    best_so_far = [seed_h]
+
+    def on_round_kept(r: int, parent: Harness, best: Harness, best_J: float | None, improved: bool) -> None:
+        best_so_far[0] = best
+        on_round(r, parent, best, best_J, improved)
+
+    try:
+        best, _, _ = await sequential(
+            seed_h, (await loop.evaluation(seed_h, "score", round=0)).J, rounds,
+            feedback=lambda h, r: loop.evaluation(h, "feedback", round=r), prompt=loop.prompt,
+            propose=lambda r, parent, parent_J, prompt: loop.candidates(r, loop.settings.candidates, parent,
+                                                                        parent_J, prompt),
+            on_round=on_round_kept)
+    except spend.CapReached as e:  # the best after the last whole round
+        _log(f"[adapt {loop.run_id}] {e}")
+        best = best_so_far[0]
     return best, summary
 
 
@@ -281,7 +306,11 @@ async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
     seed_J = (await loop.evaluation(seed_h, "score", round=0)).J
     fb = await loop.evaluation(seed_h, "feedback", round=0)
     prompt = loop.prompt(seed_h, fb, [], 1)
-    cands = await loop.candidates(1, n, seed_h, seed_J, prompt)
+    try:
+        cands = await loop.candidates(1, n, seed_h, seed_J, prompt)
+    except spend.CapReached as e:  # the seed's evaluations alone reached a cap
+        _log(f"[adapt {loop.run_id}] {e}")
+        return seed_h, [], None
     best, best_J = seed_h, seed_J
     top = select(cands, best_J)
     if top is not None and top.harness is not None:
@@ -352,9 +381,12 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
         seed_harness_id=seed_h.id, tokens=loop.tokens, test_solver_calls=loop.test_solver_calls,
         proposer_calls=loop.proposer_calls, invalid_reasons=reasons, rounds=summary,
         lineage=[h.id for h in loop.store.lineage(best.id)], oracle=oracle, wall_s=time.perf_counter() - t0,
-        proposer_format=loop.fmt.name,
+        proposer_format=loop.fmt.name, stopped=loop.stopped,
     )
-    loop.store.finish_run(loop.run_id, result.to_json())
+    rows = spend.per_round(loop.store, loop.run_id, loop.solver_spec, loop.proposer.spec)
+    result.spend = {**spend.totals(rows), "per_round": rows}
+    # a run stopped at a cap is not done: --resume with a larger cap continues it
+    loop.store.finish_run(loop.run_id, result.to_json(), status="stopped" if loop.stopped else "done")
     return result
 
 
@@ -441,6 +473,7 @@ async def adapt(
                             f"split fractions feedback/score/test = {task.split_sizes.feedback:g}/"
                             f"{task.split_sizes.score:g}/{task.split_sizes.test:g})")
     s = _fit_splits(task, s)
+    spend.check_priced(s.limits, solver.spec, proposer.spec)  # a money cap needs prices: said before anything runs
     t0 = time.perf_counter()
     rd = _run_dir(run_dir, resume)
     if resume and not (rd / DB_NAME).exists():
@@ -449,6 +482,10 @@ async def adapt(
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
     from harnesslearn.memory import default_path, fingerprint, open_for
+
+    prompts = load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {}  # checked before anything runs
+    if prompts:  # the templates' text, not only the folder's name, is an input of the run
+        identity["prompts"] = hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest()
 
     if s.memory.enabled and s.memory.path is None and default_path() is None:  # HARNESSLEARN_MEMORY=0
         s = s.with_(**{"memory.enabled": False})  # the one place this is decided: open_for trusts ``enabled``
@@ -460,48 +497,50 @@ async def adapt(
         _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
     store = Store.open(rd, lock=True)
     runtime = None
-    try:
-        if resume:
-            store.verify_harnesses()
-        names = ("sequential", "independent") if s.strategy == "compare" else (s.strategy,)
-        for name in names:
-            _open_run(store, name, identity, s)
-        if executor is None:  # our own, through the one runtime; the caller keeps and closes the solver
-            from harnesslearn.runtime import SolverRuntime
+    with use_prompts(prompts):
+        try:
+            if resume:
+                store.verify_harnesses()
+            names = ("sequential", "independent") if s.strategy == "compare" else (s.strategy,)
+            for name in names:
+                _open_run(store, name, identity, s)
+            if executor is None:  # our own, through the one runtime; the caller keeps and closes the solver
+                from harnesslearn.runtime import SolverRuntime
 
-            runtime = await SolverRuntime.of(solver, s.runtime, own_solver=False).__aenter__()
-            executor = runtime.executor
-            assert executor is not None
-        results: dict[str, AdaptResult] = {}
-        for name in names:
-            store.add_harness(seed_h, run_id=name, round=0)
-            loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress, memory=shown)
-            if name == "sequential":
-                best, summary = await run_sequential(loop, seed_h)
-                orc = None
-            else:
-                best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
-            results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
-            results[name].memory_shown = [e.id for e in shown]
+                runtime = await SolverRuntime.of(solver, s.runtime, own_solver=False).__aenter__()
+                executor = runtime.executor
+                assert executor is not None
+            results: dict[str, AdaptResult] = {}
+            for name in names:
+                store.add_harness(seed_h, run_id=name, round=0)
+                loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress, memory=shown,
+                        solver_spec=solver.spec)
+                if name == "sequential":
+                    best, summary = await run_sequential(loop, seed_h)
+                    orc = None
+                else:
+                    best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
+                results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
+                results[name].memory_shown = [e.id for e in shown]
+                if mem is not None:
+                    try:
+                        results[name].memory_added = await _remember(mem, loop, seed_h, best, solver.spec)
+                    except (sqlite3.Error, OSError, UserError) as e:  # the run is finished and stored: only warn
+                        results[name].memory_error = f"{type(e).__name__}: {e}"
+                    store.finish_run(name, results[name].to_json())
+                if s.zoo_baselines and name == names[0]:
+                    results[name].zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts
+                    store.finish_run(name, results[name].to_json())
+            if s.strategy != "compare":
+                return results[s.strategy]
+            main = results["sequential"]
+            main.strategy = "compare"
+            main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage", "zoo")}
+                            for name, r in results.items()}
+            return main
+        finally:
+            store.close()
             if mem is not None:
-                try:
-                    results[name].memory_added = await _remember(mem, loop, seed_h, best, solver.spec)
-                except (sqlite3.Error, OSError, UserError) as e:  # the run is finished and stored: only warn
-                    results[name].memory_error = f"{type(e).__name__}: {e}"
-                store.finish_run(name, results[name].to_json())
-            if s.zoo_baselines and name == names[0]:
-                results[name].zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts
-                store.finish_run(name, results[name].to_json())
-        if s.strategy != "compare":
-            return results[s.strategy]
-        main = results["sequential"]
-        main.strategy = "compare"
-        main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage", "zoo")}
-                        for name, r in results.items()}
-        return main
-    finally:
-        store.close()
-        if mem is not None:
-            mem.close()
-        if runtime is not None:
-            await runtime.aclose()
+                mem.close()
+            if runtime is not None:
+                await runtime.aclose()

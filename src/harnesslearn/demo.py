@@ -81,7 +81,7 @@ def _shipped_memory(folder: Path) -> Path:
 
 
 async def run_demo(run_dir: str | Path | None = None, family: str | None = None, *, resume: bool = False,
-                   model_spec: str = DEMO_SOLVER, memory: bool = True) -> dict[str, Any]:
+                   model_spec: str = DEMO_SOLVER, memory: bool = True, isolation: str | None = None) -> dict[str, Any]:
     """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``. The demo never
     reads or writes the user's own harness memory: a memory model (``MEMORY_MODELS``) is shown the shipped
     entries from a file of its own (unless ``memory`` is False), any other model none."""
@@ -93,6 +93,8 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
         raise UserError("--resume needs --run-dir (the demo directory to continue)")
     rd = Path(run_dir) if run_dir is not None else Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     default_family, settings = profile(model_spec)
+    if isolation is not None:  # --isolation / --unsafe-no-sandbox (how harness runs are confined, not what they do)
+        settings = settings.with_(**{"runtime.isolation": isolation})
     family = family or default_family
     task = load_task(f"rg:{family}")
     model = load_model(model_spec)

@@ -897,6 +897,26 @@ class Store:
     def rounds(self, run_id: str | None = None) -> list[RoundRow]:
         return self._rows(RoundRow, "rounds", run_id, "round", by_run=True)
 
+    def spend(self, run_id: str) -> dict[int | None, dict[str, int]]:
+        """Tokens spent by a run, per round (None: the final test evaluations and the oracle's), as
+        ``{"proposer_in", "proposer_out", "solver_in", "solver_out"}``: the proposer's from its proposals'
+        calls, the solver's from the model calls of the run's evaluations (round 0: the seed's)."""
+        out: dict[int | None, dict[str, int]] = {}
+
+        def add(rows: Any, side: str) -> None:
+            for rnd, p_in, p_out in rows:
+                cell = out.setdefault(rnd, {"proposer_in": 0, "proposer_out": 0, "solver_in": 0, "solver_out": 0})
+                cell[f"{side}_in"] += int(p_in or 0)
+                cell[f"{side}_out"] += int(p_out or 0)
+
+        add(self.conn.execute(
+            "SELECT p.round, SUM(c.prompt_tokens), SUM(c.completion_tokens) FROM model_calls c JOIN proposals p "
+            "ON c.proposal_id = p.id WHERE p.run_id = ? GROUP BY p.round", (run_id,)), "proposer")
+        add(self.conn.execute(
+            "SELECT e.round, SUM(c.prompt_tokens), SUM(c.completion_tokens) FROM model_calls c JOIN evaluations e "
+            "ON c.evaluation_id = e.id WHERE e.run_id = ? AND c.kind = 'model' GROUP BY e.round", (run_id,)), "solver")
+        return out
+
     # ------------------------------------------------------------ rewards (training)
     def add_reward(
         self,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from propose_fixtures import Task, build_prompt, ctx, feedback
 
 from harnesslearn.harness import Harness, runtime_api_doc, seed_source
@@ -56,3 +59,53 @@ def test_chat_messages_hold_every_section_and_no_foreign_example() -> None:
     assert "Think step by step, then give the final answer on the last line" in example
     assert "Think step by step, then give the final answer on the last line" not in user
     assert PRIME not in user  # markers are described in words, never as a block to copy
+
+
+@pytest.mark.parametrize("files, needle", [
+    ({"nonsense.txt": "x"}, "overrides no template"),
+    ({"propose.txt": "$system\n$task"}, "lacks the placeholder"),
+    ({"system.txt": "You revise programs. $colour"}, "has placeholder(s) $colour"),
+    ({"system.txt": "costs 5$ a call"}, "not a placeholder"),
+    ({}, "no NAME.txt template"),
+])
+def test_a_prompt_dir_is_checked_at_start(tmp_path, files, needle):
+    from harnesslearn.errors import UserError
+    from harnesslearn.propose.prompt import load_prompt_dir
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(UserError, match=re.escape(needle) if "$" in needle else needle) as e:
+        load_prompt_dir(str(tmp_path))
+    assert "\n" not in str(e.value)
+
+
+def test_adapt_with_a_prompt_dir_shows_the_proposer_the_users_template(tmp_path):
+    """--prompt-dir replaces packaged templates by name for the run (and only for it); the proposer sees
+    the user's words; the run's identity holds the templates' text, so a changed template is not resumed."""
+    import json
+    import subprocess
+    import sys
+
+    from harnesslearn.propose.prompt import packaged_template
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "system.txt").write_text("HOUSE RULES: revise the harness, keep it short.\n")
+    (tmp_path / "models.py").write_text(
+        "import json, os\n"
+        "def solver(prompt, **kw):\n    return '1'\n"
+        "def proposer(prompt, **kw):\n"
+        f"    open({str(tmp_path / 'seen.txt')!r}, 'a').write(json.dumps(prompt) + '\\n')\n"
+        "    return 'no edit'\n")
+    base = [sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", "rg:gcd", "--solver",
+            f"python:{tmp_path / 'models.py'}:solver", "--proposer", f"python:{tmp_path / 'models.py'}:proposer",
+            "--rounds", "1", "--candidates", "1", "--n-feedback", "1", "--n-score", "1", "--n-test", "1",
+            "--no-memory", "--run-dir", str(tmp_path / "run"), "--json"]
+    p = subprocess.run([*base, "--prompt-dir", str(prompts)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    seen = (tmp_path / "seen.txt").read_text()
+    assert "HOUSE RULES" in seen and json.loads(seen.splitlines()[0]).count(packaged_template("system")[:40]) == 0
+    (prompts / "system.txt").write_text("OTHER RULES.\n")
+    again = subprocess.run([*base, "--prompt-dir", str(prompts), "--resume"], capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 2 and "prompts" in again.stderr, again.stderr[-1000:]

@@ -116,3 +116,54 @@ def test_parse_spec_values():
     prefix, rest, opts = parse_spec('rg:fam?a=3&b=0.5&c=true&d=[1,2]&e=word&f=-2&g=1e-3&h={"k":1}')
     assert (prefix, rest) == ("rg", "fam")
     assert opts == {"a": 3, "b": 0.5, "c": True, "d": [1, 2], "e": "word", "f": -2, "g": 1e-3, "h": {"k": 1}}
+
+
+def _rows(tmp_path, n=12):
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                         for i in range(n)))
+    return f
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("return 0.5", None),
+    ("raise KeyError('gold')", "the scorer .* raised KeyError"),
+    ("return 1.5", "returned 1.5 .* a score is a number in \\[0, 1\\]"),
+    ("return True", "returned True"),
+    ("return float('nan')", "returned nan"),
+    ("return '1'", "returned '1'"),
+])
+def test_a_users_scorer_gives_partial_credit_or_a_clear_error(tmp_path, body, needle):
+    """`jsonl:FILE?scorer=FILE.py:FUNCTION`: the user's metric, in [0, 1]; a raise or a value out of range
+    is one UserError naming the scorer and the problem, never a silent 0."""
+    f = _rows(tmp_path)
+    (tmp_path / "metric.py").write_text(f"def grade(answer, problem):\n    {body}\n")
+    task = load_task(f"jsonl:{f}?scorer={tmp_path / 'metric.py'}:grade")
+    p = next(task.candidates(0))
+    if needle is None:
+        assert task.score("anything", p).value == 0.5
+        return
+    with pytest.raises(UserError, match=needle) as e:
+        task.score("anything", p)
+    assert p.id in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_scorer_reference_that_does_not_resolve_is_refused_at_load(tmp_path):
+    f = _rows(tmp_path)
+    with pytest.raises(UserError, match="scorer file not found"):
+        load_task(f"jsonl:{f}?scorer={tmp_path / 'nope.py'}:grade")
+    with pytest.raises(UserError, match="has no callable 'missing'"):
+        load_task(f"jsonl:{f}?scorer=harnesslearn.stats:missing")
+
+
+def test_custom_task_from_python(tmp_path):
+    from harnesslearn.tasks.custom import custom_task
+
+    task = custom_task("mine", [{"id": 1, "question": "q one?", "answer": "a", "extra": 3},
+                                {"id": 2, "question": "q two?", "answer": "b"}], lambda ans, p: float(ans == p.answer))
+    p = next(pp for pp in task.candidates(0) if pp.id == "1")
+    assert task.score("a", p).value == 1.0 and task.score("b", p).value == 0.0 and p.metadata == {"extra": 3}
+    with pytest.raises(UserError, match="duplicate problem id"):
+        custom_task("dup", [{"id": 1, "question": "q?"}, {"id": 1, "question": "r?"}], lambda a, p: 0.0)
+    with pytest.raises(UserError, match="no problems"):
+        custom_task("none", [], lambda a, p: 0.0)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import JsonOpt, app, emit
+from harnesslearn.cli.app import IsolationOpt, JsonOpt, UnsafeOpt, app, emit, isolation_of
 from harnesslearn.cli.options import settings_options
 from harnesslearn.errors import UserError
 from harnesslearn.settings.adapt import AdaptSettings
@@ -32,6 +32,7 @@ def adapt(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --run-dir.")] = False,
     harness: Annotated[str | None, typer.Option(
         "--harness", help="Start from this harness (.py, seed name or zoo:NAME); default: the task's seed.")] = None,
+    unsafe_no_sandbox: UnsafeOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Test-time adaptation: revise the harness for R rounds and report it on the test split."""
@@ -42,6 +43,9 @@ def adapt(
     from harnesslearn.tasks import load_task
     from harnesslearn.zoo import resolve_harness
 
+    if unsafe_no_sandbox:  # = --isolation none
+        isolation_of(None if settings.runtime.isolation == "auto" else settings.runtime.isolation, True)
+        settings = settings.with_(**{"runtime.isolation": "none"})
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
     if resume and run_dir is None:
@@ -72,6 +76,12 @@ def adapt(
         f"({out['valid_proposals']}/{out['proposals']} valid proposals, {out['solver_calls']} solver calls)\n"
         f"run directory: {out['run_dir']}"
     )
+    sp = out.get("spend") or {}
+    if sp:
+        cost = "" if sp.get("usd") in (None, 0) else f", ${sp['usd']:.4f}"
+        human += f"\nspent: proposer {sp['proposer_tokens']} tokens, solver {sp['solver_tokens']} tokens{cost}"
+    if out.get("stopped"):
+        human += f"\n{out['stopped']}; --resume with a larger cap continues the run"
     for name, c in (out.get("compare") or {}).items():
         orc = c.get("oracle")
         human += (
@@ -112,6 +122,8 @@ def demo(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
     model: Annotated[str, typer.Option(
         "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
+    isolation: IsolationOpt = None,
+    unsafe_no_sandbox: UnsafeOpt = False,
     memory: Annotated[bool, typer.Option(
         "--memory/--no-memory", help="Show the Qwen demo's proposer the harness memory shipped with the package "
         "(--no-memory: the same job without it, to see what the memory adds). The Gemma demo uses none; your "
@@ -124,7 +136,8 @@ def demo(
 
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
-    out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model, memory=memory))
+    out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model, memory=memory,
+                           isolation=isolation_of(isolation, unsafe_no_sandbox)))
     human = (
         f"demo on rg:{out['family']} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
         f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"

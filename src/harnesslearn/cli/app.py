@@ -26,6 +26,26 @@ memory_app = typer.Typer(no_args_is_help=True, help="The harness memory: harness
 app.add_typer(memory_app, name="memory")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")]
+IsolationOpt = Annotated[str | None, typer.Option(
+    "--isolation", help="Sandbox isolation of harness runs: auto (bubblewrap, else Landlock) | bwrap | landlock | "
+                        "none (unsafe: harness code runs as you, unconfined; warns on every run).")]
+UnsafeOpt = Annotated[bool, typer.Option(
+    "--unsafe-no-sandbox", help="The same as --isolation none: for a machine without bubblewrap or Landlock (macOS, "
+                                "Windows, a container without user namespaces). Unsafe: run only harnesses you trust.")]
+
+
+def isolation_of(isolation: str | None, unsafe: bool) -> str | None:
+    """The isolation the two options choose (None: the command's own default); a contradiction or an unknown
+    mode is a UserError."""
+    from harnesslearn.sandbox.executor import ISOLATIONS
+
+    if unsafe:
+        if isolation not in (None, "none"):
+            raise UserError(f"--unsafe-no-sandbox contradicts --isolation {isolation}")
+        return "none"
+    if isolation is not None and isolation not in ISOLATIONS:
+        raise UserError(f"--isolation must be one of {', '.join(ISOLATIONS)} (got {isolation!r})")
+    return isolation
 ExecutorOpt = Annotated[str, typer.Option("--executor", help=EXECUTOR_HELP)]
 
 

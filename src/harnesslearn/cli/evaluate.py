@@ -9,7 +9,18 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import ExecutorOpt, JsonOpt, app, emit, split_problems, write_output, zoo_names
+from harnesslearn.cli.app import (
+    ExecutorOpt,
+    IsolationOpt,
+    JsonOpt,
+    UnsafeOpt,
+    app,
+    emit,
+    isolation_of,
+    split_problems,
+    write_output,
+    zoo_names,
+)
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.sandbox.records import MAX_TIMEOUT_S
 from harnesslearn.settings.groups import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED
@@ -116,9 +127,8 @@ def run(
         "--timeout", min=0.1, max=MAX_TIMEOUT_S, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", min=1, max=MAX_CONCURRENCY, help="Problems in flight at once (per node with a Ray executor).")] = None,
-    unsafe_no_sandbox: Annotated[
-        bool, typer.Option("--unsafe-no-sandbox", help="Run harness code WITHOUT isolation (unsafe; warns on every run).")
-    ] = False,
+    isolation: IsolationOpt = None,
+    unsafe_no_sandbox: UnsafeOpt = False,
     executor: ExecutorOpt = "local",
     as_json: JsonOpt = False,
 ) -> None:
@@ -133,7 +143,7 @@ def run(
     t = load_task(task)
     h = resolve_harness(harness, t, check=False)  # an invalid harness file: every problem harness_error
     split_problems(t, split, n, seed)  # an empty split is exit 2, not a run that blames the infrastructure
-    config = ExecutorConfig(isolation="none" if unsafe_no_sandbox else "auto")
+    config = ExecutorConfig(isolation=isolation_of(isolation, unsafe_no_sandbox) or "auto")
     rt = SolverRuntime(solver, base_url=solver_base_url, executor=executor, config=config, concurrency=concurrency,
                        warm=False)
     budgets = Budgets(timeout_s=timeout)
@@ -174,13 +184,15 @@ def zoo(
                                                     "one picked on the score split (and the seed).")] = "all",
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock limit (s) of one solve() call.")] = 60.0,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, max=256, help="Problems in flight.")] = None,
+    isolation: IsolationOpt = None,
+    unsafe_no_sandbox: UnsafeOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate the harness zoo (human-designed harnesses) on the score and test splits."""
 
     from harnesslearn import zoo as zoo_mod
     from harnesslearn.runtime import SolverRuntime
-    from harnesslearn.sandbox import Budgets
+    from harnesslearn.sandbox import Budgets, ExecutorConfig
     from harnesslearn.tasks import load_task
 
     t = load_task(task)
@@ -188,7 +200,8 @@ def zoo(
     if test not in ("all", "best"):
         raise UserError(f"--test must be all or best, not {test!r}")
     split_problems(t, "score", n_score, seed)  # an empty score split: nothing to pick on (exit 2)
-    rt = SolverRuntime(solver, base_url=solver_base_url, concurrency=concurrency, warm=False)
+    config = ExecutorConfig(isolation=isolation_of(isolation, unsafe_no_sandbox) or "auto")
+    rt = SolverRuntime(solver, base_url=solver_base_url, config=config, concurrency=concurrency, warm=False)
     stats: dict[str, Any] = {}
 
     async def go() -> dict[str, Any]:

@@ -9,7 +9,16 @@ from typing import Annotated, Any
 import typer
 
 from harnesslearn import aio
-from harnesslearn.cli.app import JsonOpt, emit, memory_app, write_output, zoo_names
+from harnesslearn.cli.app import (
+    IsolationOpt,
+    JsonOpt,
+    UnsafeOpt,
+    emit,
+    isolation_of,
+    memory_app,
+    write_output,
+    zoo_names,
+)
 from harnesslearn.sandbox.records import MAX_TIMEOUT_S, Budgets
 from harnesslearn.settings.groups import MAX_CONCURRENCY, MAX_PROBLEMS, MAX_SEED
 
@@ -110,18 +119,22 @@ def memory_add_zoo(
                                                     help="Problems in flight.")] = None,
     only: Annotated[str | None, typer.Option("--only", help="Comma-separated zoo names (default: all that apply).")] = None,
     path: MemoryPathOpt = None,
+    isolation: IsolationOpt = None,
+    unsafe_no_sandbox: UnsafeOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate the zoo on a task's score split; store each zoo harness that beats the task's seed."""
 
     from harnesslearn.memory import add_zoo
     from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import ExecutorConfig
     from harnesslearn.tasks import load_task
 
     t = load_task(task)
     names = zoo_names(t, only, seed)  # unknown or inapplicable names: exit 2 before anything runs
+    config = ExecutorConfig(isolation=isolation_of(isolation, unsafe_no_sandbox) or "auto")
     mem = _memory(path)
-    rt = SolverRuntime(solver, base_url=solver_base_url, concurrency=concurrency, warm=False)
+    rt = SolverRuntime(solver, base_url=solver_base_url, config=config, concurrency=concurrency, warm=False)
 
     async def go() -> dict[str, Any]:
         async with rt:

@@ -8,14 +8,14 @@ Providers (``list_providers()``): ``openai:``, ``hf:``, ``llamacpp:``, ``local:`
 ``python:`` and ``mock:`` (unit tests only). See ``registry.py`` for options and caching.
 """
 
-from harnesslearn.models.accounting import PRICES, Stats, cost_of
+from harnesslearn.models.accounting import Stats, cost_of
 from harnesslearn.models.base import Completion, GenerateRequest, Messages, ModelBackend
 from harnesslearn.models.cache import CachedBackend, ResponseCache, default_cache_path
 from harnesslearn.models.common import Backend, render_messages
 from harnesslearn.models.registry import PROVIDERS, list_providers, load_model
 
 __all__ = [
-    "PRICES", "PROVIDERS", "Backend", "CachedBackend", "Completion", "GenerateRequest", "Messages",
+    "PROVIDERS", "Backend", "CachedBackend", "Completion", "GenerateRequest", "Messages",
     "ModelBackend", "ResponseCache", "Stats", "cost_of", "default_cache_path", "list_providers",
     "load_model", "render_messages",
 ]

@@ -2,8 +2,8 @@
 
 Per-problem and per-evaluation rollups are built by the executor from its ``CallRecord``s;
 this module only keeps the per-backend totals that ``ModelBackend.stats()`` reports.
-Cost is computed only where a price is known (``PRICES``, USD per million tokens); for
-local models and unknown hosted models it stays ``None`` rather than a guessed 0.
+Cost is computed only where a price is known (the ``genai-prices`` table, kept up to date by its
+maintainers); for local models and unknown hosted models it stays ``None`` rather than a guessed 0.
 """
 
 from __future__ import annotations
@@ -12,37 +12,21 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# USD per 1M tokens (input, output). A small table of well-known hosted models; prices
-# change, so treat these as indicative. Matching is on the model name's suffix after any
-# "org/" prefix, longest key first, so "openai/gpt-4o-mini" finds "gpt-4o-mini".
-PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "claude-3-5-haiku-latest": (0.80, 4.00),
-    "claude-sonnet-4-0": (3.00, 15.00),
-    "deepseek-chat": (0.27, 1.10),
-}
-
-
-def price_for(model: str) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens for ``model``, or None when not in ``PRICES``."""
-    name = model.rsplit("/", 1)[-1].lower()
-    if name in PRICES:
-        return PRICES[name]
-    return None
-
 
 def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD cost of one call, or None when the price of ``model`` is unknown."""
-    p = price_for(model)
-    if p is None:
+    """USD cost of one call from the maintained price table of ``genai-prices`` (by model name, the provider
+    guessed from it), or None when the model is not in it (local models, unknown hosted ones): never a
+    guessed 0."""
+    from genai_prices import Usage, calc_price
+
+    name = model.split("?", 1)[0].rsplit("/", 1)[-1]
+    if not name:
         return None
-    return (prompt_tokens * p[0] + completion_tokens * p[1]) / 1e6
+    try:
+        price = calc_price(Usage(input_tokens=prompt_tokens, output_tokens=completion_tokens), model_ref=name)
+    except (LookupError, ValueError):
+        return None
+    return float(price.total_price)
 
 
 def estimate_tokens(text: str) -> int:

@@ -25,15 +25,11 @@ stateful); pass ``cache=True`` to ``load_model`` to turn it on.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar
 
-from harnesslearn.errors import UserError
+from harnesslearn import pyref
 from harnesslearn.models.accounting import estimate_tokens
 from harnesslearn.models.base import Completion, GenerateRequest
 from harnesslearn.models.common import Backend, apply_stop, prompt_text
@@ -42,34 +38,8 @@ PARAMS = ("n", "temperature", "top_p", "max_tokens", "stop", "seed")
 
 
 def load_callable(ref: str) -> Callable[..., Any]:
-    """Resolve ``MODULE:FUNCTION`` or ``FILE.py:FUNCTION`` (UserError when it cannot)."""
-    target, sep, attr = ref.rpartition(":")
-    if not sep or not target or not attr:
-        raise UserError(f"bad python model {ref!r}: expected python:MODULE:FUNCTION or python:FILE.py:FUNCTION")
-    if target.endswith(".py"):
-        path = Path(target).expanduser().resolve()
-        if not path.is_file():
-            raise UserError(f"python model file not found: {target}")
-        mod_name = f"_harnesslearn_model_{abs(hash(str(path)))}"
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        if spec is None or spec.loader is None:
-            raise UserError(f"cannot import python model file {target}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as e:
-            sys.modules.pop(mod_name, None)
-            raise UserError(f"error importing {target}: {type(e).__name__}: {e}") from None
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as e:
-            raise UserError(f"cannot import python model module {target!r}: {e}") from None
-    fn = getattr(module, attr, None)
-    if fn is None or not callable(fn):
-        raise UserError(f"python model {target!r} has no callable {attr!r}")
-    return fn
+    """Resolve ``MODULE:FUNCTION`` or ``FILE.py:FUNCTION`` of a ``python:`` model (UserError when it cannot)."""
+    return pyref.load(ref, "python model", "python:MODULE:FUNCTION or python:FILE.py:FUNCTION")
 
 
 def accepted_params(fn: Callable[..., Any]) -> frozenset[str]:

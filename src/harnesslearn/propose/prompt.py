@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,10 +48,70 @@ MAX_HISTORY = 12
 Style = Literal["canonical", "varied"]
 
 
-@cache
+_OVERRIDES: dict[str, str] = {}  # template name -> the user's text, while ``use_prompts`` is active
+
+
 def template(name: str) -> str:
-    """A prompt template from ``prompts/NAME.txt`` (trailing newline stripped)."""
+    """A prompt template: the user's override of it (``--prompt-dir``) while one is in use, else the packaged
+    ``prompts/NAME.txt`` (trailing newline stripped)."""
+    return _OVERRIDES.get(name) or packaged_template(name)
+
+
+@cache
+def packaged_template(name: str) -> str:
     return (resources.files("harnesslearn.propose") / "prompts" / f"{name}.txt").read_text(encoding="utf-8").rstrip("\n")
+
+
+def template_names() -> list[str]:
+    return sorted(p.name[:-4] for p in (resources.files("harnesslearn.propose") / "prompts").iterdir()
+                  if p.name.endswith(".txt"))
+
+
+def load_prompt_dir(path: str) -> dict[str, str]:
+    """The templates a folder overrides (``NAME.txt`` for any packaged ``NAME``), checked at start: an
+    unknown name, a placeholder of the packaged template that the override lacks, or one it does not know
+    (``$name``: ``string.Template``) is a UserError naming the file."""
+    from harnesslearn.errors import UserError
+
+    d = Path(path)
+    if not d.is_dir():
+        raise UserError(f"--prompt-dir {path}: not a folder")
+    known = template_names()
+    out: dict[str, str] = {}
+    for f in sorted(d.glob("*.txt")):
+        name = f.name[:-4]
+        if name not in known:
+            raise UserError(f"--prompt-dir: {f.name} overrides no template (the templates: {', '.join(known)})")
+        try:
+            text = f.read_text(encoding="utf-8").rstrip("\n")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"--prompt-dir: cannot read {f}: {e}") from None
+        want, have = set(Template(packaged_template(name)).get_identifiers()), set(Template(text).get_identifiers())
+        if not Template(text).is_valid():
+            raise UserError(f"--prompt-dir: {f.name} has a '$' that is not a placeholder (write $$ for a dollar sign)")
+        if want - have:
+            raise UserError(f"--prompt-dir: {f.name} lacks the placeholder(s) "
+                            f"{', '.join('$' + x for x in sorted(want - have))} of the template it overrides")
+        if have - want:
+            raise UserError(f"--prompt-dir: {f.name} has placeholder(s) {', '.join('$' + x for x in sorted(have - want))} "
+                            f"that this template does not fill (it fills: {', '.join('$' + x for x in sorted(want)) or 'none'})")
+        out[name] = text
+    if not out:
+        raise UserError(f"--prompt-dir {path}: no NAME.txt template in it (the templates: {', '.join(known)})")
+    return out
+
+
+@contextmanager
+def use_prompts(overrides: dict[str, str]) -> Iterator[None]:
+    """The templates ``overrides`` replace, for the duration (one job of this process at a time)."""
+    before = dict(_OVERRIDES)
+    _OVERRIDES.clear()
+    _OVERRIDES.update(overrides)
+    try:
+        yield
+    finally:
+        _OVERRIDES.clear()
+        _OVERRIDES.update(before)
 
 
 @dataclass(frozen=True)

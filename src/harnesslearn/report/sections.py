@@ -233,4 +233,17 @@ def budgets(view: RunView) -> str:
                td(r.n_valid, "num"), td(r.solver_calls, "num"), td(r.tokens, "num")] for r in view.rounds]
         out += "<h3>per round (cumulative solver budget)</h3>" + table(
             ["round", "best", "best score J", "improved", "proposals", "valid", "solver calls", "tokens"], rr)
+    from harnesslearn import spend
+
+    cfg = view.config
+    rows_spend = spend.per_round(view.store, view.id, str(cfg.get("solver", "")), str(cfg.get("proposer", "")))
+    if rows_spend:
+        sr = [[td("final test" if r["round"] is None else r["round"], "num"), td(r["proposer_tokens"], "num"),
+               td(r["solver_tokens"], "num"), td(r["usd"], "num")] for r in rows_spend]
+        out += ("<h3>spend per round</h3>" + table(["round", "proposer tokens", "solver tokens", "USD"], sr)
+                + '<p class="note">USD from the genai-prices table for hosted models it knows; empty where a model '
+                "is not priced (local ones).</p>")
+    stopped = (view.result or {}).get("stopped")
+    if stopped:
+        out += f'<p class="note">{esc(stopped)}; <code>--resume</code> with a larger cap continues the run.</p>'
     return out

@@ -22,6 +22,7 @@ from harnesslearn.settings.groups import (
     MAX_SEED,
     MemorySettings,
     ProposerSettings,
+    RunLimits,
     RuntimeSettings,
     Splits,
     Strategy,
@@ -54,6 +55,7 @@ class AdaptSettings(Settings):
         False, "--zoo-baselines", "Also evaluate every zoo harness that applies on the score split and the best "
         "of them (picked there) on the test split: baselines in the result and the report.", affects_results=False)
     runtime: RuntimeSettings = setting(RuntimeSettings(), None, "Where harness runs execute.")
+    limits: RunLimits = setting(RunLimits(), None, "Caps on the run's spend.")
 
     cli_options: ClassVar[bool] = True  # --rounds, --n-score, ... (harnesslearn adapt)
     # the flat keys of records written before the settings tree

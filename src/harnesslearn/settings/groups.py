@@ -58,6 +58,9 @@ class ProposerSettings(Settings):
     style: Style = setting("canonical", None, "Prompt style: canonical | varied (the format-varied variant).")
     n_traces: int = setting(4, None, "Per-problem traces shown in a proposer prompt.", lo=0, hi=1_000)
     sampling: Sampling = setting(Sampling(), None, "Sampling of the proposer's completions.")
+    prompt_dir: str | None = setting(
+        None, "--prompt-dir", "A folder of prompt templates (NAME.txt) that replace the packaged ones of the same name "
+        "(src/harnesslearn/propose/prompts/): each must keep the $placeholders of the one it replaces.")
 
 
 class MemorySettings(Settings):
@@ -94,6 +97,20 @@ class RuntimeSettings(Settings):
         from harnesslearn.sandbox.executors import parse_executor
 
         parse_executor(self.executor)
+
+
+class RunLimits(Settings):
+    """Caps on what one run spends (None: no cap), checked before each round: at a cap the run stops
+    cleanly with its best harness so far, says so, and ``--resume`` with a larger cap continues it (so a
+    cap is not compared on resume)."""
+
+    proposer_tokens: int | None = setting(None, "--max-proposer-tokens", "Cap on the proposer's tokens (prompt + "
+                                          "completion) over the run.", lo=1, hi=10**12, affects_results=False)
+    solver_tokens: int | None = setting(None, "--max-solver-tokens", "Cap on the solver's tokens over the run's "
+                                        "evaluations.", lo=1, hi=10**12, affects_results=False)
+    usd: float | None = setting(None, "--max-usd", "Cap on the run's cost in USD, priced by the genai-prices table "
+                                "(hosted models it knows; a cap with an unpriced model is refused at start).",
+                                lo=0.0, hi=1e9, affects_results=False)
 
 
 class Lora(Settings):

@@ -2,7 +2,7 @@
 
 Specs (DESIGN.md): ``rg:FAMILY[?key=value&...]`` (``strict=1`` is ours; every other key goes to
 the family's generator config), ``musique:PATH``, ``hotpotqa:PATH``, ``2wiki:PATH`` (``?metric=
-em|f1``, ``?corpus=PATH``), ``jsonl:PATH?scorer=exact|f1|numeric``. A relative QA path that is
+em|f1``, ``?corpus=PATH``), ``jsonl:PATH?scorer=exact|f1|numeric|FILE.py:FUNCTION``. A relative QA path that is
 not found is also looked up in the shared QA data folder (``qa_data_dir()``).
 
 The registry (``TASK_KINDS``) maps a spec prefix to a loader; ``register_task_kind`` adds one.
@@ -142,7 +142,7 @@ register_task_kind(
     "2WikiMultihopQA (JSON/JSONL); search over the question's paragraphs or a corpus",
 )
 register_task_kind(
-    "jsonl", _load_jsonl, "jsonl:PATH[?scorer=exact|f1|numeric]",
+    "jsonl", _load_jsonl, "jsonl:PATH[?scorer=exact|f1|numeric|FILE.py:FUNCTION|MODULE:FUNCTION]",
     "user tasks: one {id, question, answer} object a line",
 )
 

@@ -1,4 +1,4 @@
-"""User tasks from a JSONL file: ``jsonl:PATH?scorer=exact|f1|numeric``.
+"""User tasks from a JSONL file: ``jsonl:PATH?scorer=exact|f1|numeric|MODULE:FUNCTION|FILE.py:FUNCTION``.
 
 One JSON object a line with ``id``, ``question`` and ``answer`` (a string, a number, or a list of
 acceptable answers); other fields go to the problem's metadata. A JSON list of such objects is
@@ -11,6 +11,8 @@ Scorers (each the best over the acceptable answers):
 - ``numeric``: the whole answer must spell one number (see ``textmatch.parse_number``: "1,000",
   "3/4", "$5", "2.5e3"); equal within relative tolerance 1e-6. A number inside prose scores 0:
   extracting the answer is the harness's job. Every gold answer must parse, checked at load time.
+- your own, ``MODULE:FUNCTION`` or ``FILE.py:FUNCTION``: ``score(answer, problem) -> float`` in [0, 1]
+  (``tasks.custom``: a raise or a value out of range is a UserError, never a silent 0).
 """
 
 from __future__ import annotations
@@ -85,8 +87,14 @@ class JsonlTask(FileTask):
         spec: str | None = None,
         split_sizes: SplitSizes | None = None,
     ) -> None:
+        self._fn = None
         if scorer not in SCORERS:
-            raise UserError(f"jsonl: unknown scorer {scorer!r}; choose one of {', '.join(SCORERS)}")
+            if ":" not in scorer:
+                raise UserError(f"jsonl: unknown scorer {scorer!r}; choose one of {', '.join(SCORERS)}, or your own "
+                                "as MODULE:FUNCTION or FILE.py:FUNCTION")
+            from harnesslearn import pyref
+
+            self._fn = pyref.load(scorer, "scorer")  # score(answer, problem) -> float in [0, 1]
         self.path = resolve_path(path, what="jsonl")
         self.scorer = scorer
         self.name = self.family = self.path.stem
@@ -100,6 +108,9 @@ class JsonlTask(FileTask):
 
     @property
     def description(self) -> str:
+        if self._fn is not None:
+            return (f"User task '{self.name}' ({len(self._problems)} problems from {self.path.name}); scored from 0 "
+                    f"to 1 by {self.scorer}.")
         how = {
             "exact": "exact match after collapsing white space and ignoring case",
             "f1": "token F1 against the gold answer (lower-cased, punctuation and articles removed)",
@@ -112,6 +123,10 @@ class JsonlTask(FileTask):
         golds = problem.answer if isinstance(problem.answer, list) else [problem.answer]
         if not isinstance(answer, str):
             return Score(0.0)
+        if self._fn is not None:
+            from harnesslearn.tasks.custom import checked_score
+
+            return checked_score(self._fn, self.scorer, answer, problem)
         if self.scorer == "exact":
             return Score(float(any(_norm_ws(answer) == _norm_ws(g) for g in golds)))
         if self.scorer == "f1":

@@ -41,6 +41,7 @@ from harnesslearn.errors import UserError
 from harnesslearn.harness import Harness
 from harnesslearn.models.base import ModelBackend
 from harnesslearn.propose.formats import ProposerFormat, by_name
+from harnesslearn.propose.prompt import load_prompt_dir, use_prompts
 from harnesslearn.runtime import SolverRuntime
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.sandbox.records import Budgets
@@ -296,6 +297,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
 
     micro, accum = updates_layout(cfg)
     out = check_output_dir(cfg.output_dir)
+    prompts = load_prompt_dir(cfg.proposer.prompt_dir) if cfg.proposer.prompt_dir else {}
     state = GRPOState(out / "state")
     settings = cfg.record()
     recorded = state.read() if cfg.resume is True else None
@@ -333,8 +335,9 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             policy = PolicyBackend(model, tok)
         t1 = time.perf_counter()
         render = (lambda msgs: chat_text(tok, msgs)) if training_format(cfg).chat else None
-        built = build_contexts(cfg, runner, executor, tasks, policy, render,
-                               span=(contexts0, contexts0 + left * cfg.grpo.contexts_per_update))
+        with use_prompts(prompts):  # the user's templates (proposer.prompt_dir), if any, for the contexts' prompts
+            built = build_contexts(cfg, runner, executor, tasks, policy, render,
+                                   span=(contexts0, contexts0 + left * cfg.grpo.contexts_per_update))
         built = built[:len(built) - len(built) % cfg.grpo.contexts_per_update]  # whole updates only
         if not built:
             raise UserError("fewer contexts than one update needs (grpo.contexts_per_update)")

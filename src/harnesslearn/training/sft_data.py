@@ -29,6 +29,7 @@ from typing import Any
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.harness import Harness, load_harness
+from harnesslearn.propose.prompt import load_prompt_dir, use_prompts
 from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.seeding import child_seed
 from harnesslearn.training.config import SFTDataConfig
@@ -140,6 +141,7 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
     from harnesslearn.runtime import SolverRuntime
 
     out = _check_out(cfg.out)  # before anything runs: an output that cannot be written loses no work
+    prompts = load_prompt_dir(cfg.proposer.prompt_dir) if cfg.proposer.prompt_dir else {}
     seed_h = load_harness(cfg.seed_harness)
     tasks = load_tasks([task_spec(f) for f in cfg.families])
     store = _open_store(cfg, seed_h)
@@ -151,7 +153,8 @@ async def generate(cfg: SFTDataConfig) -> dict[str, Any]:
                 _one_context(cfg, teacher, ex, task, seed_h, fi * cfg.contexts_per_family + c, store)
                 for fi, task in enumerate(tasks.values()) for c in range(cfg.contexts_per_family)
             ]
-            results = await asyncio.gather(*jobs)
+            with use_prompts(prompts):  # the user's templates (proposer.prompt_dir), if any
+                results = await asyncio.gather(*jobs)
     except BaseException:
         if store is not None:
             store.close()

@@ -60,7 +60,7 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
     from harnesslearn.evaluation import evaluate, improves
     from harnesslearn.propose.blocks import EditMismatch
     from harnesslearn.propose.formats import by_name, continuation
-    from harnesslearn.propose.prompt import PromptContext
+    from harnesslearn.propose.prompt import PromptContext, load_prompt_dir, use_prompts
     from harnesslearn.propose.rounds import judge, revise
 
     s = settings
@@ -70,8 +70,9 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
     fb, before = await asyncio.gather(
         evaluate(seed_h, task, "feedback", s.splits.n_feedback, pseed, executor, s.budgets, progress=False),
         evaluate(seed_h, task, "score", s.splits.n_score, pseed, executor, s.budgets, progress=False))
-    msgs = fmt.render(PromptContext(task, seed_h, fb, n_traces=s.proposer.n_traces, style=s.proposer.style,
-                                    rng_seed=pseed))
+    with use_prompts(load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {}):
+        msgs = fmt.render(PromptContext(task, seed_h, fb, n_traces=s.proposer.n_traces, style=s.proposer.style,
+                                        rng_seed=pseed))
     prompt = render(msgs)
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()

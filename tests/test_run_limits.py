@@ -1,0 +1,94 @@
+"""Run-level budgets: caps on a run's proposer tokens, solver tokens and money. At a cap the run stops
+cleanly before the next round with its best harness so far, says so, reports what it spent, and --resume
+with a larger cap continues where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MODELS = '''
+import os
+
+def solver(prompt, **kw):
+    return "1"
+
+def proposer(prompt, seed=0, **kw):
+    if os.environ.get("HL_CALLS"):
+        open(os.environ["HL_CALLS"], "a").write("p\\n")
+    return "<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n    return completion.strip() + '%d'\\n>>>>>>> REPLACE\\n" % (seed % 7)
+'''
+
+
+def _adapt(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "models.py").write_text(MODELS)
+    m = f"python:{tmp_path / 'models.py'}"
+    return subprocess.run([sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", "rg:gcd", "--solver",
+                           f"{m}:solver", "--proposer", f"{m}:proposer", "--rounds", "3", "--candidates", "1",
+                           "--n-feedback", "1", "--n-score", "2", "--n-test", "2", "--no-memory", "--run-dir",
+                           str(tmp_path / "run"), "--json", *extra], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HL_CALLS": str(tmp_path / "calls")})
+
+
+def _calls(tmp_path: Path) -> int:
+    f = tmp_path / "calls"
+    return len(f.read_text().split()) if f.exists() else 0
+
+
+def test_a_proposer_token_cap_stops_the_run_and_a_larger_one_resumes_it(tmp_path: Path) -> None:
+    (tmp_path / "full").mkdir()
+    full = _adapt(tmp_path / "full")
+    assert full.returncode == 0, full.stderr[-2000:]
+    per_round = json.loads(full.stdout)["spend"]["per_round"]
+    first = next(r["proposer_tokens"] for r in per_round if r["round"] == 1)
+    total = json.loads(full.stdout)["spend"]["proposer_tokens"]
+    assert first > 0 and total == sum(r["proposer_tokens"] for r in per_round) > first
+
+    d = tmp_path / "capped"
+    d.mkdir()
+    p = _adapt(d, "--max-proposer-tokens", str(first))  # reached after round 1: stop before round 2
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["proposals"] == 1 and _calls(d) == 1 and "stopped before round 2" in out["stopped"]
+    assert out["spend"]["proposer_tokens"] == first and len(out["rounds"]) == 1
+    c = sqlite3.connect(d / "run" / "runs.sqlite")
+    assert c.execute("SELECT status FROM runs").fetchone()[0] == "stopped"
+    c.close()
+    same = _adapt(d, "--max-proposer-tokens", str(first), "--resume")  # the same cap: the same place, no calls
+    assert json.loads(same.stdout)["proposals"] == 1 and _calls(d) == 1
+    more = _adapt(d, "--max-proposer-tokens", str(10 * total), "--resume")  # a larger cap: it goes on
+    assert more.returncode == 0, more.stderr[-2000:]
+    out = json.loads(more.stdout)
+    assert out["proposals"] == 3 and _calls(d) == 3 and "stopped" not in out
+    assert out["spend"]["proposer_tokens"] == total  # the same run as the uncapped one
+    html = subprocess.run([sys.executable, "-m", "harnesslearn.cli", "report", str(d / "run")], capture_output=True,
+                          text=True, timeout=120)
+    assert html.returncode == 0 and "spend per round" in (d / "run" / "report.html").read_text()
+
+
+def test_a_solver_token_cap_before_any_proposal(tmp_path: Path) -> None:
+    p = _adapt(tmp_path, "--max-solver-tokens", "1")  # the seed's evaluations alone reach it
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["proposals"] == 0 and _calls(tmp_path) == 0 and "solver tokens" in out["stopped"]
+
+
+@pytest.mark.parametrize("cap", ["1.0"])
+def test_a_money_cap_with_an_unpriced_model_is_refused_before_anything_runs(tmp_path: Path, cap: str) -> None:
+    p = _adapt(tmp_path, "--max-usd", cap)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+    assert "no price is known" in p.stderr and not (tmp_path / "run").exists()
+
+
+def test_prices_come_from_the_maintained_table() -> None:
+    from harnesslearn.spend import priced_name, usd
+
+    assert usd("openai:gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx(0.75)
+    assert priced_name("openai:gpt-4o-mini?base_url=http://127.0.0.1:8000/v1") is None  # a local server: free
+    assert usd("local:qwen2.5-coder-1.5b-instruct", 10, 10) is None and usd("python:x:y", 0, 0) == 0.0
