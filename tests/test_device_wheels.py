@@ -19,7 +19,11 @@ import importlib, importlib.metadata as md, json, sys
 before = set(sys.modules)
 for m in sys.argv[1:]:
     importlib.import_module(m)
-tops = {m.split(".")[0] for m in set(sys.modules) - before} - set(sys.stdlib_module_names)
+new = set(sys.modules) - before
+tops = {m.split(".")[0] for m in new} - set(sys.stdlib_module_names)
+# a package touched only as the parent of an optional import that failed (httpx2 tries backports.zstd: the
+# namespace package "backports" loads, its zstd does not) is not a dependency: nothing of it was imported
+tops = {t for t in tops if not hasattr(sys.modules.get(t), "__path__") or any(m.startswith(t + ".") for m in new)}
 pd = md.packages_distributions()
 print(json.dumps({m: pd.get(m) for m in sorted(tops) if not m.startswith("_") and m != "harnesslearn"}))
 '''

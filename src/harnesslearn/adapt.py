@@ -45,7 +45,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from harnesslearn import spend
+from harnesslearn import spend, tracking
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.evaluation import Evaluation, evaluate, improves
 from harnesslearn.harness import Harness
@@ -66,6 +66,7 @@ from harnesslearn.settings.adapt import AdaptSettings
 from harnesslearn.store import DB_NAME, Store
 from harnesslearn.tasks.base import FileTask, Task
 from harnesslearn.taxonomy import classify_result
+from harnesslearn.tracking import Tracker
 from harnesslearn.zoo import default_seed
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class Loop:
     test_solver_calls: int = 0
     proposer_calls: int = 0
     solver_spec: str = ""  # priced by spend.py (the proposer's is its backend's spec)
+    tracker: Any = None  # tracking.Tracker: per-round figures to MLflow / W&B (--track)
     stopped: str | None = None  # set when a spend cap stopped the run (CapReached)
 
     def size(self, split: str) -> int:
@@ -268,6 +270,13 @@ class Loop:
             improved=improved, n_proposals=len(props), n_valid=n_valid,
             solver_calls=self.solver_calls, tokens=self.tokens,
         )
+        if self.tracker is not None:
+            rows = spend.per_round(self.store, self.run_id, self.solver_spec, self.proposer.spec)
+            spent = spend.totals(rows, before_round=round + 1)
+            self.tracker.log({"best_score_J": best_J, "improved": int(improved), "proposals": len(props),
+                              "valid": n_valid, "validity": n_valid / len(props) if props else None,
+                              "solver_tokens": spent["solver_tokens"], "proposer_tokens": spent["proposer_tokens"],
+                              "usd": spent["usd"]}, step=round)
         return {"round": round, "best_harness_id": best.id, "best_score_J": best_J, "improved": improved,
                 "proposals": len(props), "valid": n_valid}
 
@@ -385,6 +394,12 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
     )
     rows = spend.per_round(loop.store, loop.run_id, loop.solver_spec, loop.proposer.spec)
     result.spend = {**spend.totals(rows), "per_round": rows}
+    if loop.tracker is not None:
+        loop.tracker.log({"seed_score_J": seed_score, "seed_test_J": seed_test, "score_J": score_J, "test_J": test_J,
+                          "valid_proposals": result.valid_proposals, "proposals": result.proposals,
+                          "total_solver_tokens": result.spend["solver_tokens"],
+                          "total_proposer_tokens": result.spend["proposer_tokens"], "total_usd": result.spend["usd"]},
+                         step=len(summary) + 1)
     # a run stopped at a cap is not done: --resume with a larger cap continues it
     loop.store.finish_run(loop.run_id, result.to_json(), status="stopped" if loop.stopped else "done")
     return result
@@ -474,6 +489,7 @@ async def adapt(
                             f"{task.split_sizes.score:g}/{task.split_sizes.test:g})")
     s = _fit_splits(task, s)
     spend.check_priced(s.limits, solver.spec, proposer.spec)  # a money cap needs prices: said before anything runs
+    tracking.check(s.tracking.to)  # --track with its client missing: said before anything runs
     t0 = time.perf_counter()
     rd = _run_dir(run_dir, resume)
     if resume and not (rd / DB_NAME).exists():
@@ -497,6 +513,7 @@ async def adapt(
         _log(f"[adapt] memory: showing {len(shown)} harness(es) from {', '.join(e.task for e in shown)}")
     store = Store.open(rd, lock=True)
     runtime = None
+    trackers: list[Tracker | None] = []
     with use_prompts(prompts):
         try:
             if resume:
@@ -513,8 +530,11 @@ async def adapt(
             results: dict[str, AdaptResult] = {}
             for name in names:
                 store.add_harness(seed_h, run_id=name, round=0)
-                loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress, memory=shown,
-                        solver_spec=solver.spec)
+                tracker = Tracker(s.tracking.to, s.tracking.project, f"{task.spec} {name}",
+                                  {**s.record(), **identity, "run_dir": str(rd)}) if s.tracking.to else None
+                trackers.append(tracker)
+                loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress,
+                            memory=shown, solver_spec=solver.spec, tracker=tracker)
                 if name == "sequential":
                     best, summary = await run_sequential(loop, seed_h)
                     orc = None
@@ -539,6 +559,9 @@ async def adapt(
                             for name, r in results.items()}
             return main
         finally:
+            for t in trackers:
+                if t is not None:
+                    t.close()
             store.close()
             if mem is not None:
                 mem.close()

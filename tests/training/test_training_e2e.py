@@ -290,3 +290,22 @@ def test_sft_resume_refuses_a_changed_setting_naming_it(world: dict, tmp_path: P
         with pytest.raises(UserError, match=f"resume: {key} was"):
             run_sft(build_config(SFTTrainConfig, {**raw, key: value, "resume": True, "trainer.max_steps": 2}))
     assert run_sft(build_config(SFTTrainConfig, {**raw, "resume": True, "trainer.max_steps": 2}))["steps"] == 2
+
+
+def test_training_logs_to_mlflow_through_report_to(world: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`trainer.report_to: [mlflow]`: the trainer's figures (loss per logged step) reach MLflow's file store."""
+    mlflow = pytest.importorskip("mlflow")
+    from harnesslearn.training.sft import run_sft
+
+    uri = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "harnesslearn-sft")
+    out = run_sft(build_config(SFTTrainConfig, {
+        "model": world["model"], "data": str(world["dir"] / "sft.jsonl"), "output_dir": str(tmp_path / "out"),
+        "max_length": 256, "trainer.max_steps": 2, "trainer.micro_batch": 1, "trainer.logging_steps": 1,
+        "trainer.report_to": ["mlflow"], "trainer.use_cpu": True}))
+    assert out["steps"] == 2
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["harnesslearn-sft"], output_format="list")
+    assert runs and "loss" in runs[0].data.metrics, runs[0].data.metrics if runs else None

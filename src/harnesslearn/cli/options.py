@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from harnesslearn.settings.base import Leaf, Settings, leaves
-from harnesslearn.settings.load import load
+from harnesslearn.settings.load import load, parse_value
 
 SET_HELP = ("KEY=VALUE: set any setting by its dotted key (e.g. splits.n_score=8, budgets.max_calls=4); "
             "repeat it. Applied after --config, before the options above.")
@@ -27,7 +27,7 @@ def _cli_type(leaf: Leaf) -> Any:
     arms = [a for a in typing.get_args(ann) if a is not type(None)] \
         if typing.get_origin(ann) in (typing.Union, types.UnionType) else [ann]
     arm = arms[0]
-    if typing.get_origin(arm) is Literal:  # choices are checked by the settings, naming the option
+    if typing.get_origin(arm) in (Literal, tuple):  # choices are checked by the settings; a list is "a,b"
         return str
     return arm
 
@@ -39,6 +39,7 @@ def settings_options(cls: type[Settings], base: Callable[[], Settings] | None = 
 
     def wrap(fn: Callable[..., None]) -> Callable[..., None]:
         generated: list[tuple[str, str]] = []  # (parameter name, dotted key)
+        annotations: dict[str, Any] = {}
         extra: list[inspect.Parameter] = []
         for path, leaf in leaves(cls):
             if leaf.option is None:
@@ -50,6 +51,7 @@ def settings_options(cls: type[Settings], base: Callable[[], Settings] | None = 
             extra.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
                 _cli_type(leaf) | None, typer.Option(*leaf.option.split(" "), help=help_, show_default=False)]))
             generated.append((pname, path))
+            annotations[path] = leaf.annotation
         if config:
             extra.append(inspect.Parameter("opt_config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
                 Path | None, typer.Option("--config", help="A YAML file of settings (the tree's shape, dotted keys "
@@ -63,6 +65,8 @@ def settings_options(cls: type[Settings], base: Callable[[], Settings] | None = 
         @functools.wraps(fn)
         def command(**kw: Any) -> None:
             options = {path: kw.pop(pname) for pname, path in generated}
+            options = {k: parse_value(v, annotations[k]) if isinstance(v, str) and typing.get_origin(annotations[k])
+                       is tuple else v for k, v in options.items()}
             settings = load(cls, kw.pop("opt_config", None), kw.pop("opt_set", None) or (),
                             base=base() if base is not None else None,
                             options={k: v for k, v in options.items() if v is not None})

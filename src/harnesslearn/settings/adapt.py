@@ -26,6 +26,7 @@ from harnesslearn.settings.groups import (
     RuntimeSettings,
     Splits,
     Strategy,
+    TrackingSettings,
 )
 
 STRATEGIES: tuple[Strategy, ...] = ("sequential", "independent", "compare")
@@ -56,6 +57,7 @@ class AdaptSettings(Settings):
         "of them (picked there) on the test split: baselines in the result and the report.", affects_results=False)
     runtime: RuntimeSettings = setting(RuntimeSettings(), None, "Where harness runs execute.")
     limits: RunLimits = setting(RunLimits(), None, "Caps on the run's spend.")
+    tracking: TrackingSettings = setting(TrackingSettings(), None, "Experiment tracking.")
 
     cli_options: ClassVar[bool] = True  # --rounds, --n-score, ... (harnesslearn adapt)
     # the flat keys of records written before the settings tree

@@ -113,6 +113,16 @@ class RunLimits(Settings):
                                 lo=0.0, hi=1e9, affects_results=False)
 
 
+class TrackingSettings(Settings):
+    """Where an adaptation's per-round figures are also logged (how it is watched, never what it does)."""
+
+    to: tuple[Literal["mlflow", "wandb"], ...] = setting(
+        (), "--track", "Log per-round figures (score J, validity, tokens, spend) and the final J to mlflow and/or "
+        "wandb (comma-separated; the tracking extra; MLFLOW_TRACKING_URI, WANDB_MODE configure them).",
+        affects_results=False)
+    project: str = setting("harnesslearn", None, "The MLflow experiment / W&B project.", affects_results=False)
+
+
 class Lora(Settings):
     """The LoRA adapter a proposer is trained as (SFT and GRPO)."""
 

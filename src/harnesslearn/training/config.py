@@ -106,8 +106,8 @@ class TrainerSettings(Settings):
     save_steps: int = setting(50, None, "Save a checkpoint every N optimizer steps.", lo=1)
     save_total_limit: int | None = setting(3, None, "Checkpoints kept.", lo=1)
     logging_steps: int = setting(1, None, "Log every N steps.", lo=1)
-    report_to: str | tuple[str, ...] = setting("tensorboard", None, "TRL/transformers report_to (tensorboard, "
-                                               "wandb, none).")
+    report_to: str | tuple[str, ...] = setting("tensorboard", None, "TRL/transformers report_to: tensorboard, "
+                                               "mlflow, wandb (the tracking extra), a list of them, or none.")
 
     def kwargs(self) -> dict[str, Any]:
         """The TrainingArguments fields SFT and GRPO share (output_dir and seed are the config's)."""
