@@ -421,6 +421,8 @@ def test_every_result_affecting_setting_is_refused_on_resume_and_no_other() -> N
         arms = typing.get_args(leaf.annotation)
         if typing.get_origin(leaf.annotation) is typing.Literal:
             other: Any = next(c for c in arms if c != v)
+        elif typing.get_origin(leaf.annotation) is tuple:  # tracking.to
+            other = ("mlflow",)
         elif isinstance(v, bool):
             other = not v
         elif isinstance(v, int | float):

@@ -34,8 +34,10 @@ def test_adapt_logs_each_round_to_mlflow_and_wandb(tmp_path: Path) -> None:
     pytest.importorskip("mlflow")
     pytest.importorskip("wandb")
     uri = (tmp_path / "mlruns").as_uri()
+    wandb_home = {k: str(tmp_path / k.lower()) for k in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR")}
     p = _adapt(tmp_path, "--track", "mlflow,wandb", env={"MLFLOW_TRACKING_URI": uri, "WANDB_MODE": "offline",
-                                                           "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"})
+                                                           "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true",
+                                                           **wandb_home})  # nothing under the user's home
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout)
     import mlflow

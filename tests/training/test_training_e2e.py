@@ -301,6 +301,7 @@ def test_training_logs_to_mlflow_through_report_to(world: dict, tmp_path: Path, 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "harnesslearn-sft")
+    mlflow.set_tracking_uri(uri)  # the process-wide URI wins over the variable (another test may have set one)
     out = run_sft(build_config(SFTTrainConfig, {
         "model": world["model"], "data": str(world["dir"] / "sft.jsonl"), "output_dir": str(tmp_path / "out"),
         "max_length": 256, "trainer.max_steps": 2, "trainer.micro_batch": 1, "trainer.logging_steps": 1,
