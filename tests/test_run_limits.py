@@ -92,3 +92,14 @@ def test_prices_come_from_the_maintained_table() -> None:
     assert usd("openai:gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx(0.75)
     assert priced_name("openai:gpt-4o-mini?base_url=http://127.0.0.1:8000/v1") is None  # a local server: free
     assert usd("local:qwen2.5-coder-1.5b-instruct", 10, 10) is None and usd("python:x:y", 0, 0) == 0.0
+
+
+def test_a_capped_run_with_the_memory_on_stays_stopped(tmp_path: Path) -> None:
+    """The memory's update of the stored result keeps the run's status: a run stopped at a cap is recorded
+    as stopped (not done), whatever else writes its result after."""
+    p = _adapt(tmp_path, "--max-solver-tokens", "1", "--memory", "--memory-path", str(tmp_path / "mem.sqlite"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "stopped" in json.loads(p.stdout)
+    c = sqlite3.connect(tmp_path / "run" / "runs.sqlite")
+    assert c.execute("SELECT status FROM runs").fetchone()[0] == "stopped"
+    c.close()

@@ -335,6 +335,53 @@ async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
     return best, summary, oracle_out
 
 
+def _checked(task: Task, s: AdaptSettings, solver: ModelBackend, proposer: ModelBackend) -> AdaptSettings:
+    """The settings for this task, after every check that can fail before anything runs: the feedback and
+    score splits hold problems (their sizes cut to a finite task's), a money cap has prices, a tracking
+    client is installed."""
+    for split in ("feedback", "score"):  # selection and feedback are impossible without them
+        if not task.problems(split, 1, s.seed):
+            raise UserError(f"the {split} split of {task.spec} has no problems (too few in the task for its "
+                            f"split fractions feedback/score/test = {task.split_sizes.feedback:g}/"
+                            f"{task.split_sizes.score:g}/{task.split_sizes.test:g})")
+    s = _fit_splits(task, s)
+    spend.check_priced(s.limits, solver.spec, proposer.spec)
+    tracking.check(s.tracking.to)
+    return s
+
+
+async def _strategy(loop: Loop, seed_h: Harness, mem: Memory | None, shown: Sequence[Any], *, zoo: bool,
+                    t0: float) -> AdaptResult:
+    """One strategy's run, its result stored; the memory offered its best harness, the zoo baselines added."""
+    s = loop.settings
+    if loop.run_id == "sequential":
+        best, summary = await run_sequential(loop, seed_h)
+        orc = None
+    else:
+        best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
+    result = await _finish(loop, seed_h, best, summary, orc, t0)
+    result.memory_shown = [e.id for e in shown]
+    if mem is not None:
+        try:
+            result.memory_added = await _remember(mem, loop, seed_h, best, loop.solver_spec)
+        except (sqlite3.Error, OSError, UserError) as e:  # the run is finished and stored: only warn
+            result.memory_error = f"{type(e).__name__}: {e}"
+        loop.store.finish_run(loop.run_id, result.to_json(), status="stopped" if loop.stopped else "done")
+    if zoo:
+        result.zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts
+        loop.store.finish_run(loop.run_id, result.to_json(), status="stopped" if loop.stopped else "done")
+    return result
+
+
+def _compared(results: dict[str, AdaptResult]) -> AdaptResult:
+    """``compare``: the sequential result, with each strategy's figures under ``compare``."""
+    main = results["sequential"]
+    main.strategy = "compare"
+    main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage", "zoo")}
+                    for name, r in results.items()}
+    return main
+
+
 def _run_dir(run_dir: str | Path | None, resume: bool) -> Path:
     """The run directory to use; UserError for an empty name, ``resume`` without a directory, or
     (without ``resume``) a directory that exists and is not empty."""
@@ -481,15 +528,7 @@ async def adapt(
     UserError for bad input, a run dir that exists without ``resume``, one locked by another
     process, a damaged store or changed settings on resume (nothing is written then);
     InfraError when the solver or proposer fails (resume later)."""
-    s = settings or AdaptSettings()
-    for split in ("feedback", "score"):  # selection and feedback are impossible without them
-        if not task.problems(split, 1, s.seed):
-            raise UserError(f"the {split} split of {task.spec} has no problems (too few in the task for its "
-                            f"split fractions feedback/score/test = {task.split_sizes.feedback:g}/"
-                            f"{task.split_sizes.score:g}/{task.split_sizes.test:g})")
-    s = _fit_splits(task, s)
-    spend.check_priced(s.limits, solver.spec, proposer.spec)  # a money cap needs prices: said before anything runs
-    tracking.check(s.tracking.to)  # --track with its client missing: said before anything runs
+    s = _checked(task, settings or AdaptSettings(), solver, proposer)
     t0 = time.perf_counter()
     rd = _run_dir(run_dir, resume)
     if resume and not (rd / DB_NAME).exists():
@@ -535,29 +574,9 @@ async def adapt(
                 trackers.append(tracker)
                 loop = Loop(store, name, task, proposer, executor, evaluate_fn or evaluate, s, progress,
                             memory=shown, solver_spec=solver.spec, tracker=tracker)
-                if name == "sequential":
-                    best, summary = await run_sequential(loop, seed_h)
-                    orc = None
-                else:
-                    best, summary, orc = await run_independent(loop, seed_h, s.oracle or s.strategy == "compare")
-                results[name] = await _finish(loop, seed_h, best, summary, orc, t0)
-                results[name].memory_shown = [e.id for e in shown]
-                if mem is not None:
-                    try:
-                        results[name].memory_added = await _remember(mem, loop, seed_h, best, solver.spec)
-                    except (sqlite3.Error, OSError, UserError) as e:  # the run is finished and stored: only warn
-                        results[name].memory_error = f"{type(e).__name__}: {e}"
-                    store.finish_run(name, results[name].to_json())
-                if s.zoo_baselines and name == names[0]:
-                    results[name].zoo = await zoo_baselines(loop)  # after _finish: not in the run's counts
-                    store.finish_run(name, results[name].to_json())
-            if s.strategy != "compare":
-                return results[s.strategy]
-            main = results["sequential"]
-            main.strategy = "compare"
-            main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage", "zoo")}
-                            for name, r in results.items()}
-            return main
+                results[name] = await _strategy(loop, seed_h, mem, shown, zoo=s.zoo_baselines and name == names[0],
+                                                t0=t0)
+            return results[s.strategy] if s.strategy != "compare" else _compared(results)
         finally:
             for t in trackers:
                 if t is not None:
