@@ -5,35 +5,17 @@ with a larger cap continues where it stopped."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-MODELS = '''
-import os
-
-def solver(prompt, **kw):
-    return "1"
-
-def proposer(prompt, seed=0, **kw):
-    if os.environ.get("HL_CALLS"):
-        open(os.environ["HL_CALLS"], "a").write("p\\n")
-    return "<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n    return completion.strip() + '%d'\\n>>>>>>> REPLACE\\n" % (seed % 7)
-'''
+import scripted_adapt
 
 
 def _adapt(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "models.py").write_text(MODELS)
-    m = f"python:{tmp_path / 'models.py'}"
-    return subprocess.run([sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", "rg:gcd", "--solver",
-                           f"{m}:solver", "--proposer", f"{m}:proposer", "--rounds", "3", "--candidates", "1",
-                           "--n-feedback", "1", "--n-score", "2", "--n-test", "2", "--no-memory", "--run-dir",
-                           str(tmp_path / "run"), "--json", *extra], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HL_CALLS": str(tmp_path / "calls")})
+    return scripted_adapt.adapt(tmp_path, *extra, rounds=3)
 
 
 def _calls(tmp_path: Path) -> int:

@@ -6,28 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-MODELS = '''
-def solver(prompt, **kw):
-    return "1"
-
-def proposer(prompt, seed=0, **kw):
-    return "<<<<<<< SEARCH\\n    return completion.strip()\\n=======\\n    return completion.strip() + '%d'\\n>>>>>>> REPLACE\\n" % (seed % 5)
-'''
+import scripted_adapt
 
 
 def _adapt(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "models.py").write_text(MODELS)
-    m = f"python:{tmp_path / 'models.py'}"
-    return subprocess.run([sys.executable, "-m", "harnesslearn.cli", "adapt", "--task", "rg:gcd", "--solver",
-                           f"{m}:solver", "--proposer", f"{m}:proposer", "--rounds", "2", "--candidates", "1",
-                           "--n-feedback", "1", "--n-score", "2", "--n-test", "2", "--no-memory", "--run-dir",
-                           str(tmp_path / "run"), "--json", *extra], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env={**os.environ, "HARNESSLEARN_PROGRESS": "0", **(env or {})})
+    return scripted_adapt.adapt(tmp_path, *extra, rounds=2, env=env)
 
 
 def test_adapt_logs_each_round_to_mlflow_and_wandb(tmp_path: Path) -> None:

@@ -19,10 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.errors import UserError
 from harnesslearn.evaluation import improves
 from harnesslearn.store import (
-    DB_NAME,
     EvaluationRow,
     HarnessRow,
     ProposalRow,
@@ -38,12 +36,7 @@ Point = tuple[float, float]
 def open_store(run_dir: str | Path) -> Store:
     """Open an existing run directory; a missing directory or one without a readable
     ``runs.sqlite`` is a UserError (one line), and nothing is written to it then."""
-    d = Path(run_dir)
-    if not d.is_dir():
-        raise UserError(f"run directory not found: {d}")
-    if not (d / DB_NAME).is_file():
-        raise UserError(f"not a run directory (no {DB_NAME}): {d}")
-    return Store.open_readonly(d)
+    return Store.open_readonly(run_dir)
 
 
 def _mean(values: list[float]) -> float | None:

@@ -69,21 +69,21 @@ class Settings(BaseModel):
 
     def record(self) -> dict[str, Any]:
         """The leaves as a flat JSON object keyed by dotted path."""
-        return {k: v for k, v in flatten(self.model_dump(mode="json")).items()}
+        return flatten(self.model_dump(mode="json"), groups_only=type(self))
 
     @classmethod
     def from_record(cls: type[S], data: Mapping[str, Any]) -> S:
         """Settings read back from ``record`` (or an older record: ``legacy`` keys are renamed; keys that
         are not settings, such as a run's identity, are ignored; a missing key is its default)."""
         known = {path for path, _ in leaves(cls)}
-        flat = {cls.legacy.get(k, k): v for k, v in flatten(dict(data), groups_only=cls).items()}
+        flat = _flat_record(cls, data)
         return from_tree(cls, unflatten({k: v for k, v in flat.items() if k in known}), strict=False)
 
     def changes(self, recorded: Mapping[str, Any]) -> list[str]:
         """The result-affecting leaves that differ from a record, as ``"--option (recorded X, now Y)"``."""
         now = self.record()
         default = type(self)().record()
-        was_all = {type(self).legacy.get(k, k): v for k, v in flatten(dict(recorded), groups_only=type(self)).items()}
+        was_all = _flat_record(type(self), recorded)
         out = []
         for path, leaf in leaves(type(self)):
             if not leaf.affects_results:
@@ -94,6 +94,11 @@ class Settings(BaseModel):
             if was != now[path]:
                 out.append(f"{leaf.option or path} (recorded {was!r}, now {now[path]!r})")
         return out
+
+
+def _flat_record(cls: type[Settings], data: Mapping[str, Any]) -> dict[str, Any]:
+    """A record (or an older one) as today's dotted keys: flattened along ``cls``'s groups, legacy names renamed."""
+    return {cls.legacy.get(k, k): v for k, v in flatten(dict(data), groups_only=cls).items()}
 
 
 @functools.cache
@@ -144,29 +149,20 @@ def groups(cls: type[BaseModel], prefix: str = "") -> set[str]:
     return out
 
 
-def flatten(tree: Mapping[str, Any], prefix: str = "", groups_only: type[BaseModel] | None = None) -> dict[str, Any]:
+def flatten(tree: Mapping[str, Any], groups_only: type[BaseModel] | None = None) -> dict[str, Any]:
     """A nested mapping as dotted keys. With ``groups_only``, only the groups of that settings class are
     walked into (a dict-valued leaf or an unknown key stays whole)."""
     names = groups(groups_only) if groups_only is not None else None
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        path = prefix + str(k)
-        if isinstance(v, Mapping) and (names is None or path in names):
-            out.update(flatten(v, path + ".", None) if names is None else _flat_in(v, path, names))
-        else:
-            out[path] = v
-    return out
 
+    def walk(node: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+        for k, v in node.items():
+            path = f"{prefix}{k}"
+            if isinstance(v, Mapping) and (names is None or path in names):
+                yield from walk(v, path + ".")
+            else:
+                yield path, v
 
-def _flat_in(tree: Mapping[str, Any], prefix: str, names: set[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        path = f"{prefix}.{k}"
-        if isinstance(v, Mapping) and path in names:
-            out.update(_flat_in(v, path, names))
-        else:
-            out[path] = v
-    return out
+    return dict(walk(tree, ""))
 
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class ZooSFTSettings:
     max_source_chars: int = 12000
     max_source_lines: int = 300
     labels: dict[str, str] = field(default_factory=dict)  # extra provenance (solver, proposer)
+    # the user's prompt templates (propose.prompt.load_prompt_dir of proposer.prompt_dir), read once by the caller
+    prompts: dict[str, str] = field(default_factory=dict)
 
 
 async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: HarnessExecutor, render: Render,
@@ -60,7 +62,7 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
     from harnesslearn.evaluation import evaluate, improves
     from harnesslearn.propose.blocks import EditMismatch
     from harnesslearn.propose.formats import by_name, continuation
-    from harnesslearn.propose.prompt import PromptContext, load_prompt_dir, use_prompts
+    from harnesslearn.propose.prompt import PromptContext, use_prompts
     from harnesslearn.propose.rounds import judge, revise
 
     s = settings
@@ -70,7 +72,7 @@ async def context_rows(task: Any, seed_h: Harness, pseed: int, executor: Harness
     fb, before = await asyncio.gather(
         evaluate(seed_h, task, "feedback", s.splits.n_feedback, pseed, executor, s.budgets, progress=False),
         evaluate(seed_h, task, "score", s.splits.n_score, pseed, executor, s.budgets, progress=False))
-    with use_prompts(load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {}):
+    with use_prompts(s.prompts):
         msgs = fmt.render(PromptContext(task, seed_h, fb, n_traces=s.proposer.n_traces, style=s.proposer.style,
                                         rng_seed=pseed))
     prompt = render(msgs)

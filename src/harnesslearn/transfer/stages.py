@@ -110,6 +110,7 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
     later run (the stage is ``partial`` until every context is done) skips those contexts; ``force``
     starts over."""
     from harnesslearn.harness import load_harness
+    from harnesslearn.propose.prompt import load_prompt_dir
     from harnesslearn.seeding import child_seed
     from harnesslearn.tasks import load_task
     from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows, summarise_rows
@@ -120,6 +121,7 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
     d = s.sftdata
     settings = ZooSFTSettings(splits=d.splits, samples=d.self_samples, budgets=s.budgets,
                               proposer=s.proposer.with_(format=s.training_format),
+                              prompts=load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {},
                               labels={"solver": s.solver or SOLVER_NAME, "proposer": s.model})
     tasks = {f: load_task(f"rg:{f}") for f in s.families}
     out, log = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl"
