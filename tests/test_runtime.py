@@ -236,3 +236,45 @@ def test_closing_an_hf_backend_stops_the_batch_in_flight(tmp_path: Path) -> None
         return took
 
     assert asyncio.run(main()) < 5.0
+
+
+def test_a_served_solver_takes_as_many_calls_in_flight_as_the_runtime_has_runs() -> None:
+    """The solver client of an ``openai:`` runtime is limited by the runtime's concurrency, not the
+    client's default of 32 (stretch 4 on the H200: 32 solver calls running while 96 contexts were in
+    flight and the engine sat 80 % idle). A server that holds every answer for a moment sees them all."""
+    from fault_proxy import FakeOpenAIServer
+
+    from harnesslearn.models.base import GenerateRequest
+
+    class Slow(FakeOpenAIServer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.now = self.peak = 0
+
+        async def _handle(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            await asyncio.sleep(0.5)
+            try:
+                await super()._handle(reader, writer)
+            finally:
+                self.now -= 1
+
+    server = Slow().start()
+    try:
+        async def go(concurrency: int | None) -> None:
+            rt = SolverRuntime(f"openai:m?base_url={server.url}&endpoint=completions", concurrency=concurrency,
+                               warm=False)
+            assert rt.solver is not None
+            try:
+                await asyncio.gather(*(rt.solver.generate(GenerateRequest(f"q{concurrency} {i}")) for i in range(60)))
+            finally:
+                await rt.aclose()
+
+        asyncio.run(go(60))
+        assert server.peak == 60
+        server.peak = 0
+        asyncio.run(go(None))  # no runtime limit given: the client's own default
+        assert server.peak == 32
+    finally:
+        server.stop()

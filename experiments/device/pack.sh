@@ -8,7 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W="${1:-/tmp/hl-device}"
-CHUNK=$((60 * 1024 * 1024))
+# a device call carries the working tree (tracked files: the committed GRPO state is ~20 MB of it) plus one
+# chunk, 64 MiB in all: the chunk gets what the tree leaves, less 6 MiB for the state to grow in
+TREE=$(git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print s}')
+CHUNK=$(( (64 * 1024 * 1024 - TREE) / 1048576 * 1048576 - 6 * 1048576 ))
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp)
 for n in 1 5 12 17 24 26 27 28 31 34 35; do PLAT+=(--platform "manylinux_2_${n}_x86_64"); done

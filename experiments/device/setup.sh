@@ -46,8 +46,10 @@ case "${1:-}" in
     unpack b
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$D"/b/*.whl
     rm -rf "$D/b"
-    python3 -m compileall -q -j 16 /tmp/site/vllm /tmp/site/transformers /tmp/site/fastapi /tmp/site/pydantic \
-      /tmp/site/openai >/dev/null 2>&1 || true  # installed with --no-compile: spare vllm's two processes the work
+    # installed with --no-compile, and no bytecode got written later (cellpylib's compile-time SyntaxWarnings at
+    # every process start in stretch 4): compile everything once, or every process recompiles what it imports
+    # (vllm's two processes; reasoning-gym's pinned-hash children, one per codeio problem seed)
+    python3 -m compileall -q -j 16 /tmp/site >/dev/null 2>&1 || true
     echo "vllm installed" ;;
   check)
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)"

@@ -47,6 +47,14 @@ def raise_fd_limit(wanted: int = 65536) -> int:
     return int(soft)
 
 
+def served_limit(spec: str, concurrency: int | None) -> int | None:
+    """The solver's own limit on calls in flight: for a served model (``openai:``, whose default is 32)
+    as many as the runs in flight, so that the limit is the executor's and the engine's, not the
+    client's (stretch 4 on the H200: 32 solver calls running of 96 contexts in flight, the engine 20 %
+    busy); other providers keep their defaults (a local engine sizes its batch by it)."""
+    return concurrency if concurrency and spec.split(":", 1)[0] == "openai" else None
+
+
 def _say(msg: str) -> None:
     sys.stderr.write(f"harnesslearn: {msg}\n")
     sys.stderr.flush()
@@ -75,7 +83,8 @@ class SolverRuntime:
         # Built here, in the caller's thread and before any event loop: a bad spec fails at once, and a
         # Ray executor connects now (Ray Client initialising inside a running loop failed under load).
         # Nothing runs yet: weights, servers and sandbox workers start on entry.
-        self.solver: ModelBackend | None = load_model(solver, base_url=base_url) if isinstance(solver, str) else solver
+        self.solver: ModelBackend | None = (load_model(solver, base_url=base_url, concurrency=served_limit(solver, concurrency))
+                                            if isinstance(solver, str) else solver)
         self._spec = solver if isinstance(solver, str) else solver.spec
         source = (solver, {"base_url": base_url} if base_url is not None else {}) if isinstance(solver, str) else None
         self.executor: HarnessExecutor | None = build_executor(executor, self.solver, config, concurrency=concurrency,

@@ -125,3 +125,28 @@ def test_invalid_edit_never_reaches_the_executor(env) -> None:
     r = asyncio.run(harness_reward(load_harness("minimal"), "prose only", task, _InfraExecutor(raise_it=True), n=3,
                                    seed=0))
     assert r.reward == 0.0  # the executor would have raised: it was not called
+
+
+def test_rollout_log_gzip_appends_one_member_per_update_and_reads_back_whole(tmp_path) -> None:
+    """A ``.gz`` rollout log (the transfer recipe's, committed between device stretches) is appended
+    update by update and reads back as one stream of every group, in order, and is much smaller."""
+    import gzip
+
+    from harnesslearn.training.reward import RewardResult
+    from harnesslearn.training.rollouts import Candidate, RolloutSink
+
+    res = RewardResult(0.5, 0.5, True, True, 1.0, True, None)
+    prompt = "a long shared prompt " * 200
+
+    def update(step: int) -> list[Candidate]:
+        return [Candidate(f"c{step}", "rg:x", step, "p", prompt, f"edit {i}", f"edit {i}", res) for i in range(4)]
+
+    gz, plain = RolloutSink(tmp_path / "r.jsonl.gz"), RolloutSink(tmp_path / "r.jsonl")
+    for step in range(3):
+        gz.write(step, update(step))
+        plain.write(step, update(step))
+    with gzip.open(gz.path, "rt", encoding="utf-8") as f:
+        back = f.read()
+    assert back == plain.path.read_text(encoding="utf-8")
+    assert [json.loads(line)["step"] for line in back.splitlines()] == [0, 1, 2]
+    assert gz.path.stat().st_size * 4 < plain.path.stat().st_size

@@ -115,3 +115,42 @@ def test_chat_form_context_is_the_rendered_test_time_messages(env: dict) -> None
     assert tail is not None and ctx.prompt.endswith(tail)
     proposal = ChatPrefill().decode("    return '7'\n", ctx.prompt, hit_max_tokens=False)
     assert proposal.startswith(tail) and proposal.rstrip().endswith(">>>>>>> REPLACE")
+
+
+def test_context_stream_realises_as_read_keeps_order_and_skips_refused() -> None:
+    """The stream realises contexts as they are read, ``ahead`` at a time beyond the one waited for (not the
+    whole plan first), hands them out in plan order with their positions, skips refused ones, and says so
+    when nothing is kept."""
+    import threading
+
+    from harnesslearn.errors import UserError
+    from harnesslearn.harness import Harness
+    from harnesslearn.training.contexts import Context, ContextStream
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    started: list[int] = []
+
+    async def realise(plan: ContextPlan) -> Context:
+        started.append(plan.seed)
+        await asyncio.sleep(0.01 * (plan.seed % 3))  # finishing out of order must not reorder the rows
+        return Context(plan.id, plan.task_spec, plan.seed, Harness(source="def solve(model, q):\n    return q\n"),
+                       "x" * plan.seed, 0, None)
+
+    def plan_at(i: int) -> ContextPlan:
+        return ContextPlan(f"c{i}", "jsonl:x", "minimal", i % 10, 0)
+
+    try:
+        stream = ContextStream(plan_at, realise, loop, first=3, ahead=2, keep=lambda c: c.seed != 5)
+        rows = stream.rows()
+        first = [next(rows)["seed"] for _ in range(3)]
+        assert first == [3, 4, 6]  # position 5 refused, skipped
+        assert stream.positions == [3, 4, 6]
+        assert len(started) <= 3 + 1 + 2  # read 4 positions, plus at most `ahead` more: not the plan
+        rows.close()
+
+        never = ContextStream(plan_at, realise, loop, keep=lambda c: False, max_skips=4, refused="nothing fits")
+        with pytest.raises(UserError, match="nothing fits"):
+            next(never.rows())
+    finally:
+        loop.call_soon_threadsafe(loop.stop)

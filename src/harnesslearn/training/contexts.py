@@ -14,14 +14,20 @@ call test-time adaptation makes. Variants:
   prompt then carries those rounds as history.
 
 ``plan_contexts`` is a pure function (which family, seed harness, problem seed and round count
-each context gets); ``realise_contexts`` runs the evaluations, all contexts concurrently.
+each context gets); ``realise_contexts`` runs the evaluations, all contexts concurrently;
+``ContextStream`` realises them as a trainer asks for them, a few ahead (GRPO: a run of 80 updates
+does not wait for its 640 contexts before the first update, and a stretch cut at a deadline built
+only what it used).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,3 +174,58 @@ def load_tasks(specs: Sequence[str]) -> dict[str, Any]:
 async def realise_contexts(plans: list[ContextPlan], builder: Builder, tasks: dict[str, Any]) -> list[Context]:
     """Every planned context, evaluated concurrently (the executor bounds the parallelism)."""
     return list(await asyncio.gather(*(builder.realise(p, tasks) for p in plans)))
+
+
+class ContextStream:
+    """The contexts at plan positions ``first``, ``first + 1``, ... realised as the trainer reads them:
+    while it works on one, ``ahead`` more are being realised on ``loop`` (0: each is realised when asked,
+    on the caller's thread; multistep contexts need that, as they run the policy being trained).
+    A context ``keep`` refuses (e.g. too long a prompt) is skipped; ``max_skips`` refused in a row
+    raise ``UserError(refused)``. ``positions``: the plan position of every row handed out, in order
+    (where a resumed run goes on); ``take_waited()``: seconds the reader waited since the last call."""
+
+    def __init__(self, plan_at: Callable[[int], ContextPlan], realise: Callable[[ContextPlan], Awaitable[Context]],
+                 loop: asyncio.AbstractEventLoop, *, first: int = 0, ahead: int = 0,
+                 keep: Callable[[Context], bool] = lambda c: True, max_skips: int = 1000,
+                 refused: str = "every context was refused") -> None:
+        self.plan_at, self.realise, self.loop = plan_at, realise, loop
+        self.first, self.ahead, self.keep, self.max_skips, self.refused = first, ahead, keep, max_skips, refused
+        self.positions: list[int] = []
+        self.waited_total = 0.0
+        self._waited = 0.0
+
+    def take_waited(self) -> float:
+        w, self._waited = self._waited, 0.0
+        return w
+
+    def _start(self, pos: int) -> Future[Context]:
+        async def one() -> Context:
+            return await self.realise(self.plan_at(pos))
+
+        return asyncio.run_coroutine_threadsafe(one(), self.loop)
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Training rows (``Context.row``), endlessly (the plan repeats epoch after epoch)."""
+        pending: deque[tuple[int, Future[Context]]] = deque()
+        nxt, skips = self.first, 0
+        try:
+            while True:
+                while len(pending) <= self.ahead:
+                    pending.append((nxt, self._start(nxt)))
+                    nxt += 1
+                pos, fut = pending.popleft()
+                t = time.perf_counter()
+                ctx = fut.result()
+                self._waited += time.perf_counter() - t
+                self.waited_total += time.perf_counter() - t
+                if not self.keep(ctx):
+                    skips += 1
+                    if skips >= self.max_skips:
+                        raise UserError(self.refused)
+                    continue
+                skips = 0
+                self.positions.append(pos)
+                yield ctx.row()
+        finally:
+            for _, fut in pending:
+                fut.cancel()

@@ -1,7 +1,7 @@
 """`harnesslearn train grpo`: TRL GRPOTrainer with the execution reward.
 
-Flow: build the contexts (``contexts.py``: seed harness -> feedback evaluation -> the test-time
-proposer prompt), hand them to TRL as a prompt dataset, and score every group of
+Flow: stream the contexts (``contexts.py``: seed harness -> feedback evaluation -> the test-time
+proposer prompt), realised a few updates ahead of the trainer, to TRL as an iterable prompt dataset, and score every group of
 ``grpo.num_generations`` completions with ``harness_reward`` -- the completion goes through
 the format's ``decode`` (``propose/decode.py``) (the prompt ends with an opening SEARCH marker), the edit is applied,
 and the candidate harness is run by the executor with the solver. The whole generation batch is
@@ -31,7 +31,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,10 +48,9 @@ from harnesslearn.sandbox.records import Budgets
 from harnesslearn.training.config import GRPOTrainConfig
 from harnesslearn.training.contexts import (
     Builder,
-    Context,
+    ContextStream,
     load_tasks,
     plan_contexts,
-    realise_contexts,
     task_spec,
 )
 from harnesslearn.training.model_io import chat_text, load_policy, lora_config
@@ -230,26 +229,23 @@ def training_format(cfg: GRPOTrainConfig) -> ProposerFormat:
     return by_name(cfg.format_name)
 
 
-def build_contexts(cfg: GRPOTrainConfig, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any],
-                   policy: Any = None, render: Any = None,
-                   span: tuple[int, int] | None = None) -> list[tuple[int, Context]]:
-    """The contexts at positions ``span`` = [first, end) of the run's stream (epoch after epoch of the
-    planned ``grpo.contexts_per_epoch``; default: one epoch), realised concurrently, each with its position;
-    those longer than ``grpo.max_prompt_chars`` are left out."""
+def context_stream(cfg: GRPOTrainConfig, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any],
+                   policy: Any = None, render: Any = None, *, first: int = 0) -> ContextStream:
+    """The run's contexts from plan position ``first`` on (epoch after epoch of the planned
+    ``grpo.contexts_per_epoch``), realised as the trainer reads them, two updates' worth ahead on the
+    runner's loop (multistep: each when read, since its rounds run the policy being trained); those
+    longer than ``grpo.max_prompt_chars`` are skipped."""
     g, p = cfg.grpo, cfg.proposer
     epoch = plan_contexts(cfg.families, g.seed_harnesses, g.contexts_per_epoch, seed=cfg.seed,
                           multistep_max_rounds=g.multistep_max_rounds if g.multistep else 0)
-    first, end = span or (0, len(epoch))
-    plans = [epoch[i % len(epoch)] for i in range(first, end)]
     builder = Builder(executor, cfg.splits.n_feedback, cfg.splits.n_score, training_format(cfg), p.n_traces, p.style,
                       cfg.budgets, proposer=policy, candidates=g.multistep_candidates,
                       temperature=p.sampling.temperature, max_tokens=p.sampling.max_tokens, render=render)
-    contexts = list(zip(range(first, end), runner.run(realise_contexts(plans, builder, tasks)), strict=True))
-    if g.max_prompt_chars is not None:
-        contexts = [(i, c) for i, c in contexts if len(c.prompt) <= g.max_prompt_chars]
-        if not contexts:
-            raise UserError(f"every context prompt is longer than grpo.max_prompt_chars ({g.max_prompt_chars})")
-    return contexts
+    limit = g.max_prompt_chars
+    return ContextStream(lambda i: epoch[i % len(epoch)], lambda plan: builder.realise(plan, tasks), runner.loop,
+                         first=first, ahead=0 if g.multistep else 2 * g.contexts_per_update,
+                         keep=lambda c: limit is None or len(c.prompt) <= limit, max_skips=len(epoch),
+                         refused=f"every context prompt is longer than grpo.max_prompt_chars ({limit})")
 
 
 def end_token_ids(tok: Any, model: Any) -> list[int]:
@@ -265,6 +261,14 @@ def end_token_ids(tok: Any, model: Any) -> list[int]:
         if name in vocab and vocab[name] not in ids:
             ids.append(vocab[name])
     return ids
+
+
+def iterable_dataset(rows: Callable[[], Iterator[dict[str, Any]]]) -> Any:
+    """A ``datasets.IterableDataset`` over ``rows()``, made without ``from_generator`` (which fingerprints
+    the generator by pickling it, and ours holds the runner's loop)."""
+    from datasets.iterable_dataset import ExamplesIterable, IterableDataset
+
+    return IterableDataset(ExamplesIterable(lambda: enumerate(rows()), {}))
 
 
 def total_updates(cfg: GRPOTrainConfig) -> int:
@@ -290,7 +294,6 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     After every update the compact state (``grpo_state.py``) is saved under ``OUTPUT_DIR/state``;
     ``resume: true`` continues from it (the next contexts of the plan, the saved adapter).
     ``hooks`` (optional) observe the run (see ``GRPOHooks``)."""
-    from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     from harnesslearn.training.grpo_state import GRPOState, recorder
@@ -333,16 +336,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             from harnesslearn.training.policy import PolicyBackend
 
             policy = PolicyBackend(model, tok)
-        t1 = time.perf_counter()
         render = (lambda msgs: chat_text(tok, msgs)) if training_format(cfg).chat else None
-        with use_prompts(prompts):  # the user's templates (proposer.prompt_dir), if any, for the contexts' prompts
-            built = build_contexts(cfg, runner, executor, tasks, policy, render,
-                                   span=(contexts0, contexts0 + left * cfg.grpo.contexts_per_update))
-        built = built[:len(built) - len(built) % cfg.grpo.contexts_per_update]  # whole updates only
-        if not built:
-            raise UserError("fewer contexts than one update needs (grpo.contexts_per_update)")
-        positions, contexts = [i for i, _ in built], [c for _, c in built]
-        t_contexts = time.perf_counter() - t1
+        stream = context_stream(cfg, runner, executor, tasks, policy, render, first=contexts0)
         sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
         hooks = hooks or GRPOHooks()
         clock = PhaseClock(hooks)
@@ -352,7 +347,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
                                  clock=clock, step_offset=step0)
         args = GRPOConfig(
             **{"output_dir": cfg.output_dir, "seed": cfg.seed, **cfg.trainer.kwargs(),
-               "max_steps": len(contexts) // cfg.grpo.contexts_per_update},
+               "max_steps": left},
             per_device_train_batch_size=micro,
             gradient_accumulation_steps=accum,
             num_generations=cfg.grpo.num_generations,
@@ -367,26 +362,27 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             model=model,
             reward_funcs=[reward],
             args=args,
-            train_dataset=Dataset.from_list([c.row() for c in contexts]),
+            train_dataset=iterable_dataset(stream.rows),
             processing_class=tok,
             peft_config=None if (cfg.adapter or recorded) else lora_config(cfg.lora.r, cfg.lora.alpha,
                                                                            cfg.lora.dropout, cfg.lora.target_modules),
         )
         trainer.add_callback(clock.callback())
-        trainer.add_callback(recorder(state, trainer.model, clock, sink, step0=step0, positions=positions,
+        trainer.add_callback(recorder(state, trainer.model, clock, sink, step0=step0, positions=stream.positions,
                                       contexts_per_update=cfg.grpo.contexts_per_update,
-                                      settings=settings))
+                                      settings=settings, waited=stream.take_waited))
         assert rt.solver is not None
         hooks.on_start(GRPORun(trainer, rt.solver, sink, executor.isolation))
         t2 = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir)
-                               if isinstance(cfg.resume, str) else None)
+        with use_prompts(prompts):  # the user's templates (proposer.prompt_dir), if any, for the contexts' prompts
+            result = trainer.train(resume_from_checkpoint=resume_arg(cfg.resume, cfg.output_dir)
+                                   if isinstance(cfg.resume, str) else None)
         t_train = time.perf_counter() - t2
         final = out / "adapter"
         trainer.save_model(str(final))
         summary = {
             "command": "grpo",
-            "contexts": len(contexts),
+            "contexts": int(result.global_step) * cfg.grpo.contexts_per_update,  # trained on (the stream read ahead)
             "steps": step0 + int(result.global_step),
             "new_steps": int(result.global_step),
             "resumed_from": step0,
@@ -398,7 +394,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             "rollouts": str(sink.path),
             "run_dir": cfg.run_dir,
             "end_token_ids": ends,
-            "seconds": {"load_model": round(t_model, 2), "contexts": round(t_contexts, 2),
+            "seconds": {"load_model": round(t_model, 2), "contexts_waited": round(stream.waited_total, 2),
                         "train": round(t_train, 2), "total": round(time.perf_counter() - t0, 2)},
         }
         if store is not None:

@@ -26,6 +26,7 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,11 +122,12 @@ def adapter_norm(model: Any) -> float:
 
 
 def recorder(saved: GRPOState, model: Any, clock: Any, sink: Any, *, step0: int, positions: list[int],
-             contexts_per_update: int, settings: dict[str, Any]) -> Any:
+             contexts_per_update: int, settings: dict[str, Any], waited: Callable[[], float] | None = None) -> Any:
     """A transformers ``TrainerCallback`` that saves the state after every optimizer update and
     appends the update's record to ``updates.jsonl`` (``clock``: the run's ``PhaseClock``; ``sink``:
     its ``RolloutSink``, whose last entry holds the update's reward parts; ``positions``: the stream
-    position of each row of the training dataset, in order)."""
+    position of each row of the training dataset, in order; ``waited``: seconds the trainer waited for
+    contexts since it was last called, recorded as the update's "contexts" phase)."""
 
     from transformers import TrainerCallback
 
@@ -157,6 +159,8 @@ def recorder(saved: GRPOState, model: Any, clock: Any, sink: Any, *, step0: int,
             phases = dict(clock.phases)
             if "reward_end" in phases:
                 phases["update"] = now - phases.pop("reward_end")
+            if waited is not None:
+                phases["contexts"] = waited()
             rec: dict[str, Any] = {"update": updates, "contexts": contexts,
                                    "seconds": {k: round(v, 2) for k, v in phases.items()} | {"step": round(now - self.t0, 2)},
                                    "adapter_norm": round(adapter_norm(model), 6)}

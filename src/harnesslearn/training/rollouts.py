@@ -15,6 +15,7 @@ missing, never as 0).
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from dataclasses import dataclass, field
@@ -56,7 +57,9 @@ def components(results: list[RewardResult]) -> dict[str, float]:
 
 @dataclass
 class RolloutSink:
-    """Writes groups to the store (when ``store`` is given) and appends them to ``path``."""
+    """Writes groups to the store (when ``store`` is given) and appends them to ``path`` (JSON lines; a
+    ``.gz`` path gets one gzip member per update, which ``gzip.open`` reads back as one stream: a long
+    run's log, prompts included, is ~8x smaller)."""
 
     path: Path
     store: Any = None
@@ -68,7 +71,8 @@ class RolloutSink:
         for c in cands:
             groups.setdefault(c.context_id, []).append(c)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
+        opener = gzip.open if self.path.suffix == ".gz" else open
+        with opener(self.path, "at", encoding="utf-8") as f:
             for cid, group in groups.items():
                 head = group[0]
                 f.write(json.dumps({

@@ -7,7 +7,7 @@ that comes back from the GPU machine) and each stopping at its deadline with wha
     sft      LoRA SFT (TRL) on ret/sft.jsonl -> ret/sft_adapter/, ret/sft.json
     grpo     GRPO with the exact reward (training.grpo.run_grpo, chat form, rewrite prefill), from the
              SFT adapter, resumable -> ret/grpo/state/ (adapter, state.json, updates.jsonl),
-             ret/grpo.json, ret/rollouts.jsonl
+             ret/grpo.json, ret/rollouts.jsonl.gz
     eval     one revision of the minimal seed per unseen family by each proposer arm (base, sft, rl, and
              X_mem shown the shipped memory), each an ``adapt`` run (independent, K proposals) into
              WORK/eval_runs/ARM/FAMILY, and the best zoo harness by score split -> ret/eval_rows.jsonl
@@ -30,7 +30,7 @@ from typing import Any
 
 from harnesslearn.errors import UserError
 from harnesslearn.models.base import ModelBackend
-from harnesslearn.runtime import SolverRuntime
+from harnesslearn.runtime import SolverRuntime, served_limit
 from harnesslearn.transfer.deadline import StageCounts, deadline_callback, run_until
 from harnesslearn.transfer.settings import TransferSettings
 
@@ -72,7 +72,7 @@ def solver_backend(s: TransferSettings, *, lora: dict[str, str] | None = None, m
     from harnesslearn.models import load_model
 
     if s.solver:
-        return load_model(s.solver)
+        return load_model(s.solver, concurrency=served_limit(s.solver, s.runtime.concurrency))
     if s.engine == "vllm":
         return load_model(f"vllm:{s.model}", gpu_memory_utilization=memory, max_num_seqs=512,
                           lora=",".join(f"{k}={v}" for k, v in (lora or {}).items()) or None,
@@ -224,7 +224,7 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     cfg = GRPOTrainConfig(
         solver=solver, families=s.families, splits=g.splits, budgets=s.budgets, runtime=s.runtime, seed=s.seed + 7,
         run_dir=str(work / "grpo_run"), model=s.model, adapter=str(adapter) if adapter else None,
-        output_dir=str(ret / "grpo"), rollouts=str(ret / "rollouts.jsonl"), resume=True, lora=s.lora,
+        output_dir=str(ret / "grpo"), rollouts=str(ret / "rollouts.jsonl.gz"), resume=True, lora=s.lora,
         trainer=g.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), grpo=g.grpo,
         proposer=s.proposer.with_(**{"format": s.training_format, "sampling.temperature": g.temperature}),
         vllm=g.vllm.with_(use=g.vllm.use and s.engine == "vllm" and not s.cpu))
