@@ -3,7 +3,7 @@ Qwen2.5-Coder-1.5B-Instruct as the frozen solver AND as the proposer that is tra
 data from the zoo, LoRA SFT, GRPO with the exact reward) and evaluated on the 21 unseen families.
 
     python3 experiments/qwen12.py run --model DIR [--engine vllm] [--stages sftdata,sft,grpo,eval] [--eval.minutes 6]
-    python3 experiments/qwen12.py smoke [--work DIR]          # all four stages on the CPU, in about a minute
+    python3 experiments/qwen12.py smoke [--work DIR]          # every stage on the CPU, in about a minute
     python3 experiments/qwen12.py collect --work DIR --out $OUT   # what comes back from the device
     python3 experiments/qwen12.py restore --work DIR --from RETURNED_OUT
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     settings_parser(sub.add_parser("run", help="run the stages"))
-    sm = sub.add_parser("smoke", help="all four stages on the CPU with a tiny model and a rule-based solver")
+    sm = sub.add_parser("smoke", help="every stage on the CPU with a tiny model and a rule-based solver")
     sm.add_argument("--work", default="/tmp/q12smoke")
     c = sub.add_parser("collect", help="WORK/ret -> a folder the device tool brings back")
     c.add_argument("--work", default="/tmp/q12w")

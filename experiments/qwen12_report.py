@@ -30,11 +30,14 @@ LABEL = {"seed": "minimal seed (no revision)", "base": "base proposer (untrained
          "zoo": "best zoo harness (by score split)"}
 
 
+PICKS = ("seed", "sequential", "independent", "oracle")
+
+
 def read_jsonl(p: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.is_file() else []
 
 
-def fmt(ci: dict[str, float]) -> str:
+def fmt(ci: dict[str, float] | None) -> str:
     if ci is None or math.isnan(ci.get("mean", math.nan)):
         return "n/a"
     return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
@@ -222,7 +225,7 @@ def sft_sections(sd: dict[str, Any] | None, sft: dict[str, Any] | None) -> list[
     return md
 
 
-def grpo_sections(runs: list[Any], grpo: dict[str, Any] | None, out: Path) -> list[str]:
+def grpo_sections(runs: dict[str, list[dict[str, Any]]], grpo: dict[str, Any] | None, out: Path) -> list[str]:
     md: list[str] = []
     if runs:
         png = grpo_plot(runs, out, "grpo_updates.png", "GRPO per update (small-model result)")
@@ -245,6 +248,27 @@ def grpo_sections(runs: list[Any], grpo: dict[str, Any] | None, out: Path) -> li
             md += ["", "```", grpo["error"][-1500:], "```"]
         md.append("")
     return md
+
+
+def musique_sections(rows: list[dict[str, Any]]) -> list[str]:
+    """Per proposer arm: R sequential rounds against the best of R independent proposals (same proposer calls)
+    and their oracle, EM and F1 on the test split with 95 % intervals, and the paired gains over the seed."""
+    if not rows:
+        return []
+    r0 = rows[0]
+    md = [f"## MuSiQue: {r0['rounds']} sequential rounds against the best of {r0['rounds']} independent proposals",
+          "", f"Test split {r0['n_test']} questions (score split {r0['n_score']}); mean [95 % bootstrap interval over "
+          "questions]; the oracle is picked on the test split (an upper bound, not a method); gains are paired over "
+          "the same questions. Small-model result.", "",
+          "| proposer | seed EM | sequential EM | independent EM | oracle EM | seed F1 | sequential F1 | independent F1 "
+          "| oracle F1 | sequential gain F1 | valid (seq / ind) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sc, ic = r["sequential_calls"], r["independent_calls"]
+        md.append(f"| {r['arm']} | " + " | ".join(fmt(r.get(k, {}).get("em")) for k in PICKS) + " | "
+                  + " | ".join(fmt(r.get(k, {}).get("f1")) for k in PICKS)
+                  + f" | {fmt(r.get('sequential_gain', {}).get('f1'))} | {sc['valid']}/{sc['proposals']} / "
+                  f"{ic['valid']}/{ic['proposals']} |")
+    return [*md, ""]
 
 
 def failed_sections(status: dict[str, Any]) -> list[str]:
@@ -277,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         md += [Path(a.notes).read_text().strip(), ""]
     md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
     md += grpo_sections(grpo_runs(a.grpo_run, ret), grpo, out)
+    md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
     md += transfer_md(tr) if rows else ["No transfer table yet: the eval stage has not run on these files.", ""]
     md += [f"![{m}]({m})" for m in made]

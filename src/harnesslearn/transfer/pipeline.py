@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.transfer import stages
+from harnesslearn.transfer import musique, stages
 from harnesslearn.transfer.settings import TransferSettings
 
 PART = 15 * 1024 * 1024  # files back through $OUT are cut into parts of this size
@@ -69,8 +69,10 @@ def run(s: TransferSettings) -> dict[str, Any]:
                 info = stages.sft(s, ret, work)
             elif name == "grpo":
                 info = stages.grpo(s, ret, work)
-            else:
+            elif name == "eval":
                 info = asyncio.run(stages.evaluate_arms(s, ret, work))
+            else:
+                info = asyncio.run(musique.musique(s, ret, work))
         except Exception:  # noqa: BLE001 - a failed stage is recorded and the next one still runs
             info = {"state": "failed", "error": traceback.format_exc()[-3000:]}
         info["seconds"] = round(time.time() - t, 1)

@@ -23,9 +23,10 @@ from harnesslearn.settings.groups import (
 from harnesslearn.tasks.families import family_set
 from harnesslearn.training.config import Colocate, GRPOSettings, TrainerSettings
 
-Stage = Literal["sftdata", "sft", "grpo", "eval"]
+Stage = Literal["sftdata", "sft", "grpo", "eval", "musique"]
 Arm = Literal["zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem"]  # X_mem: X's proposer shown the memory
-STAGES: tuple[Stage, ...] = ("sftdata", "sft", "grpo", "eval")
+STAGES: tuple[Stage, ...] = ("sftdata", "sft", "grpo", "eval", "musique")
+ProposerArm = Literal["base", "sft", "rl"]
 ARMS: tuple[Arm, ...] = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem")
 
 
@@ -89,6 +90,22 @@ class EvalStage(Settings):
     memory_k: int = setting(2, None, "Memory entries shown to the proposer of a memory arm.", lo=1, hi=20)
 
 
+class MusiqueStage(Settings):
+    """musique: per proposer arm, ``rounds`` sequential rounds of one proposal each against the best of as many
+    independent proposals from the seed (picked on the score split) and the oracle best of those (picked on
+    the test split: an upper bound, not a method), at the same proposer calls; EM and F1 on the test split."""
+
+    minutes: float = setting(10.0, None, "Deadline of the stage, minutes.", lo=0.0)
+    data: str = setting("", None, "Folder holding musique_dev_with_paragraphs.jsonl and musique_dev200_corpus.jsonl "
+                        "(empty: $HARNESSLEARN_QA_DATA, else the first shared/data/qa above the current folder).")
+    arms: tuple[ProposerArm, ...] = setting(("base", "sft", "rl"), None, "Proposer arms (an arm whose adapter is "
+                                            "missing is left out).")
+    rounds: int = setting(10, None, "Sequential rounds (one proposal each) = independent proposals.", lo=1, hi=1_000)
+    seed: int = setting(1234, None, "Problem seed of the stage.", lo=0, hi=2**31 - 1)
+    splits: Splits = setting(Splits(n_feedback=8, n_score=32, n_test=99), None, "Splits (the file's 200 questions: "
+                             "37 feedback, 64 score, 99 test).")
+
+
 class TransferSettings(Settings):
     """The transfer experiment: train a proposer on paper-train families, evaluate it on unseen ones."""
 
@@ -98,7 +115,7 @@ class TransferSettings(Settings):
     engine: Literal["vllm", "hf"] = setting("vllm", None, "How the solver and the proposers are served: vllm (GPU) | "
                                             "hf (in process).")
     solver: str = setting("", None, "A solver spec instead of the model on the engine (CPU smoke: a python: solver).")
-    stages: tuple[Stage, ...] = setting(STAGES, None, "The stages to run, in order: sftdata, sft, grpo, eval.")
+    stages: tuple[Stage, ...] = setting(STAGES, None, "The stages to run, in order: sftdata, sft, grpo, eval, musique.")
     force: bool = setting(False, None, "Rerun stages already marked done.")
     seed: int = setting(0, None, "Seed of the training contexts.", lo=0, hi=2**31 - 1)
     cpu: bool = setting(False, None, "Train on the CPU (no bf16).")
@@ -122,6 +139,7 @@ class TransferSettings(Settings):
     sft: SFTStage = setting(SFTStage(), None, "The sft stage.")
     grpo: GRPOStage = setting(GRPOStage(), None, "The grpo stage.")
     eval: EvalStage = setting(EvalStage(), None, "The eval stage.")
+    musique: MusiqueStage = setting(MusiqueStage(), None, "The musique stage.")
 
     def model_post_init(self, _: object) -> None:
         from harnesslearn.sandbox.executors import parse_executor
@@ -137,7 +155,8 @@ class TransferSettings(Settings):
 
     @classmethod
     def smoke(cls, model: str, work: str, solver: str, family: str) -> TransferSettings:
-        """All four stages on 2 CPU cores in a few minutes: a tiny model, one family, tiny splits."""
+        """Every stage on 2 CPU cores in a few minutes: a tiny model, one family, tiny splits (MuSiQue: the shared
+        QA data, 4 test questions)."""
         return cls(
             model=model, work=work, engine="hf", solver=solver, cpu=True, families=(family,),
             runtime=RuntimeSettings(concurrency=4, spare_slots=1), budgets=Budgets(timeout_s=20.0),
@@ -148,4 +167,6 @@ class TransferSettings(Settings):
             grpo=GRPOStage(minutes=2.0, splits=TrainSplits(n_feedback=2, n_score=2),
                            trainer=GRPOStage().trainer.with_(max_steps=1, micro_batch=2),
                            grpo=GRPOSettings(num_generations=2, contexts_per_update=1, contexts_per_epoch=1)),
-            eval=EvalStage(minutes=3.0, families=(family,), k=1, splits=Splits(n_feedback=2, n_score=2, n_test=2)))
+            eval=EvalStage(minutes=3.0, families=(family,), k=1, splits=Splits(n_feedback=2, n_score=2, n_test=2)),
+            musique=MusiqueStage(minutes=3.0, arms=("base", "rl"), rounds=2, splits=Splits(n_feedback=2, n_score=2,
+                                                                                          n_test=4)))

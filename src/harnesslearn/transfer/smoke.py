@@ -1,4 +1,4 @@
-"""The GPU pipeline proven on the CPU: all four stages through the same code (the solver runtime, the
+"""The GPU pipeline proven on the CPU: every stage through the same code (the solver runtime, the
 sandbox, the ``hf:`` engine with its response cache for the proposer, TRL + PEFT), at minute scale.
 
 What stands in for the GPU's models: the proposer is a tiny randomly initialised Qwen2 built here (a

@@ -1,4 +1,4 @@
-"""The four stages of the transfer experiment, each reading and writing files under ``ret`` (the folder
+"""The stages of the transfer experiment, each reading and writing files under ``ret`` (the folder
 that comes back from the GPU machine) and each stopping at its deadline with what finished:
 
     sftdata  zoo revisions + best-of-N self samples on paper-train contexts, kept on a strict gain
@@ -12,6 +12,8 @@ that comes back from the GPU machine) and each stopping at its deadline with wha
              X_mem shown the shipped memory), each an ``adapt`` run (independent, K proposals) into
              WORK/eval_runs/ARM/FAMILY, and the best zoo harness by score split -> ret/eval_rows.jsonl
              (a line per finished row)
+    musique  R sequential rounds against the best of R independent proposals and their oracle, per
+             proposer arm, EM and F1 (``musique.py``) -> ret/musique_rows.jsonl
 
 Each stage returns a dict for ``status.json``: its state (``done``, ``partial`` when its deadline
 cut it short, ``skipped`` with a reason) and its counts.
@@ -100,7 +102,7 @@ def runtime(s: TransferSettings, solver: ModelBackend) -> SolverRuntime:
     return SolverRuntime.of(solver, s.runtime, verbose=True)
 
 
-def _state(counts: Any) -> str:
+def state_of(counts: Any) -> str:
     return "partial" if counts.partial else "done"
 
 
@@ -293,17 +295,19 @@ class SharedEvaluations:
             return ev
 
 
-async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Path) -> dict[str, ModelBackend | None]:
-    """Each arm's proposer backend (None for the zoo arm); arms whose adapter is missing are left out.
-    On vLLM the adapters are served by name by the solver's own server; in process they are merged."""
+async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Path,
+                    names: tuple[str, ...] | None = None) -> dict[str, ModelBackend | None]:
+    """Each arm's proposer backend (None for the zoo arm) for the arms ``names`` (default: the eval stage's);
+    arms whose adapter is missing are left out. On vLLM the adapters are served by name by the solver's own
+    server; in process they are merged."""
     from harnesslearn.models import load_model
 
     arms: dict[str, ModelBackend | None] = {}
-    for arm in dict.fromkeys(a.removesuffix("_mem") for a in s.eval.arms):  # an X_mem arm is X's proposer with memory
+    for arm in dict.fromkeys(a.removesuffix("_mem") for a in names or s.eval.arms):  # X_mem: X's proposer + memory
         if arm == "zoo":
             arms[arm] = None
         elif arm != "base" and not adapter_dir(ret, arm).is_dir():
-            print(f"[transfer] eval: no {arm}_adapter, arm {arm} left out", file=sys.stderr, flush=True)
+            print(f"[transfer] no {arm}_adapter, arm {arm} left out", file=sys.stderr, flush=True)
         elif s.engine == "vllm" and not s.solver:
             arms[arm] = rt.solver if arm == "base" else load_model(f"openai:{arm}", base_url=rt.base_url, prefill=True,
                                                                     timeout=300.0)
@@ -344,7 +348,7 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
                     await backend.aclose()
     if not arms:
         raise UserError("eval: no proposer arm could be built")
-    return {"state": _state(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
+    return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
 
 
 class EvalJob:

@@ -1,0 +1,109 @@
+"""The musique stage (the paper's MuSiQue result: EM 0.15 -> 0.27 in 10 sequential rounds, above an
+oracle best-of-N): for each proposer arm, ``adapt`` with ``strategy="compare"`` and ``oracle=True`` from
+the task's default seed (``zoo.default_seed``), ``rounds`` sequential rounds of one proposal against
+``rounds`` independent proposals from the seed at the same proposer calls. Each arm's row holds the test
+split's EM and F1 (mean and 95 % bootstrap interval over problems) of the seed, the sequential pick, the
+independent pick (both picked on the score split) and the oracle (picked on the test split: an upper
+bound, not a method), the paired gains over the seed, and the proposals' validity and calls
+-> ``ret/musique_rows.jsonl``, a line per finished arm (an arm cut by the deadline runs again next time).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import UserError
+from harnesslearn.stats import bootstrap_ci
+from harnesslearn.transfer.deadline import run_until
+from harnesslearn.transfer.settings import TransferSettings
+from harnesslearn.transfer.stages import (
+    SharedEvaluations,
+    adapter_dir,
+    append_jsonl,
+    proposers,
+    read_jsonl,
+    runtime,
+    solver_backend,
+    state_of,
+)
+
+FILES = ("musique_dev_with_paragraphs.jsonl", "musique_dev200_corpus.jsonl")
+
+
+def task_spec(data: str) -> str:
+    """The MuSiQue task on the 200 dev questions with the union corpus of their paragraphs."""
+    from harnesslearn.tasks.qa import qa_data_dir
+
+    folder = Path(data) if data else qa_data_dir()
+    if folder is None or not all((folder / f).is_file() for f in FILES):
+        raise UserError(f"musique.data: no folder with {' and '.join(FILES)} "
+                        f"({folder or 'set musique.data or $HARNESSLEARN_QA_DATA'})")
+    return f"musique:{folder / FILES[0]}?corpus={folder / FILES[1]}"
+
+
+async def musique(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
+    """Every arm of ``s.musique.arms`` not in ``ret/musique_rows.jsonl`` yet, until the stage's deadline."""
+    from harnesslearn.tasks import load_task
+
+    t0, m = time.time(), s.musique
+    task = load_task(task_spec(m.data))
+    rows_path = ret / "musique_rows.jsonl"
+    have = {r["arm"] for r in read_jsonl(rows_path)}
+    lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
+            if a in m.arms and adapter_dir(ret, a).is_dir()}
+    async with runtime(s, solver_backend(s, lora=lora, log="vllm-musique")) as rt:
+        arms = await proposers(s, rt, ret, work, names=m.arms)
+        shared = SharedEvaluations()
+        try:
+            n = await run_until([a for a in m.arms if a in arms and a not in have], t0 + m.minutes * 60,
+                                lambda arm: row(s, rt, task, arm, arms[arm], shared, work / "musique_runs" / arm),
+                                lambda arm, r: append_jsonl(rows_path, [r]), label="musique")
+        finally:
+            for backend in arms.values():
+                if backend is not None and backend is not rt.solver:
+                    await backend.aclose()
+    if not arms:
+        raise UserError("musique: no proposer arm could be built")
+    return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
+
+
+async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, shared: Any,
+              run_dir: Path) -> dict[str, Any]:
+    """One arm: the compare run, then EM and F1 of each pick on the test split (the evaluations adapt
+    made, shared: nothing is run twice)."""
+    from harnesslearn.adapt import adapt
+    from harnesslearn.settings.adapt import AdaptSettings
+    from harnesslearn.store import Store
+
+    m, t = s.musique, time.time()
+    settings = AdaptSettings(strategy="compare", rounds=m.rounds, candidates=1, seed=m.seed, oracle=True,
+                             splits=m.splits, budgets=s.budgets, proposer=s.proposer)
+    res = await adapt(task, rt.solver, proposer, settings, run_dir=run_dir, resume=True, progress=False,
+                      executor=rt.sandbox, evaluate_fn=shared)
+    c = res.compare or {}
+    seq, ind = c.get("sequential", {}), c.get("independent", {})
+    picks = {"seed": res.seed_harness_id, "sequential": seq.get("best_harness_id"),
+             "independent": ind.get("best_harness_id"), "oracle": (ind.get("oracle") or {}).get("harness_id")}
+    with Store.open(run_dir, create=False) as st:
+        harnesses = {k: st.load_harness(h) for k, h in picks.items() if h}
+    per: dict[str, dict[str, list[float]]] = {}
+    for name, h in harnesses.items():
+        ev = await shared(h, task, "test", m.splits.n_test, m.seed, rt.sandbox, s.budgets)
+        per[name] = {k: [float(p.details.get(k, 0.0)) if p.score is not None else 0.0 for p in ev.problems]
+                     for k in ("em", "f1")}
+    out: dict[str, Any] = {"arm": arm, "proposer": f"{s.model}+{arm}", "rounds": m.rounds, "eval_seed": m.seed,
+                           "n_score": m.splits.n_score, "n_test": m.splits.n_test, "picks": picks}
+    for name, v in per.items():
+        out[name] = {k: bootstrap_ci(v[k]) for k in ("em", "f1")}
+    for name in ("sequential", "independent", "oracle"):
+        if name in per:  # paired over the same test problems
+            out[f"{name}_gain"] = {k: bootstrap_ci([a - b for a, b in zip(per[name][k], per["seed"][k], strict=True)])
+                                   for k in ("em", "f1")}
+    for name, r in (("sequential", seq), ("independent", ind)):
+        out[f"{name}_calls"] = {"proposer": r.get("proposer_calls"), "solver": r.get("solver_calls"),
+                                "proposals": r.get("proposals"), "valid": r.get("valid_proposals"),
+                                "invalid_reasons": r.get("invalid_reasons", {})}
+    out["wall_s"] = round(time.time() - t, 1)
+    return out
