@@ -138,3 +138,77 @@ def test_hl_validity_counts_no_op_and_blank_line_edits_as_no_change(tmp_path: Pa
     v = hl_validity(json.loads(p.stdout))
     assert v["proposals"] == 3 and v["valid"] == 1, v
     assert v["note"] == "invalid: no_change 2", v
+
+
+def test_hl_system_names_parse() -> None:
+    from common import SYSTEMS, hl_system
+
+    assert hl_system("hl-sequential") == ("sequential", False, False)
+    assert hl_system("hl-independent+mem") == ("independent", True, False)
+    assert hl_system("hl-sequential+mem@trained") == ("sequential", True, True)
+    assert all(hl_system(s)[0] in ("sequential", "independent") for s in SYSTEMS if s.startswith("hl-"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model(tmp_path: Path) -> None:
+    """With --server the driver starts no model server of its own and asks the one given; a +mem system's
+    proposer is shown the shipped memory (a plain one is not), and an @trained system asks the model named
+    by --trained-proposer (a LoRA adapter's name on vLLM). The fake server answers every call with an
+    echo, so every proposal is invalid and every system returns its seed: only the wiring is under test."""
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fault_proxy import FakeOpenAIServer
+
+    server = FakeOpenAIServer().start()
+    try:
+        out = tmp_path / "out"
+        p = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "run.py"),
+             "--server", server.url, "--served-name", "base", "--trained-proposer", "rl",
+             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained", "--tasks", "rg:gcd",
+             "--proposer-calls", "1", "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve",
+             "--out", str(out)],
+            capture_output=True, text=True, timeout=600,
+            env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
+        assert p.returncode == 0, p.stderr[-3000:]
+        runs = {r["system"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+        assert set(runs) == {"hl-sequential", "hl-sequential+mem", "hl-independent@trained"}
+        assert all("error" not in r and r["ledger"]["proposer_calls"] == 1 for r in runs.values()), runs
+        proposals = [r for r in server.requests if "SEARCH" in json.dumps(r)]  # the proposer's calls
+        assert sorted(r["model"] for r in proposals) == ["base", "base", "rl"]
+        shown = ["Harnesses that worked on other tasks" in json.dumps(r) for r in proposals]
+        assert sum(shown) == 1  # the +mem system's prompt alone
+        assert {r["model"] for r in server.requests if r not in proposals} == {"base"}  # the solver
+    finally:
+        server.stop()
+
+
+def test_peers_install_offline_from_a_folder_of_wheels(tmp_path: Path) -> None:
+    """--peer-wheels: on a machine without the internet a peer is installed from a folder of wheels with
+    ``pip --target`` (no index), run by this interpreter with that folder on its path, and not again."""
+    import base64
+    import hashlib
+    import subprocess
+    import zipfile
+
+    import run
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    files = {"gepa/__init__.py": "VERSION = 'offline'\n",
+             "gepa-0.1.4.dist-info/METADATA": "Metadata-Version: 2.1\nName: gepa\nVersion: 0.1.4\n",
+             "gepa-0.1.4.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b'=').decode()},"
+                     f"{len(t.encode())}\n" for n, t in files.items()) + "gepa-0.1.4.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheels / "gepa-0.1.4-py3-none-any.whl", "w") as z:
+        for n, t in {**files, "gepa-0.1.4.dist-info/RECORD": record}.items():
+            z.writestr(n, t)
+    python, site = run.ensure_venv("gepa", tmp_path / "venvs", str(wheels))
+    assert python == Path(sys.executable) and site == str(tmp_path / "venvs" / "gepa-site")
+    out = subprocess.run([str(python), "-c", "import gepa; print(gepa.VERSION)"], capture_output=True, text=True,
+                         env={"PYTHONPATH": site, "PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout.strip() == "offline"
+    (wheels / "gepa-0.1.4-py3-none-any.whl").unlink()  # installed and pinned: not installed again
+    assert run.ensure_venv("gepa", tmp_path / "venvs", str(wheels)) == (python, site)

@@ -15,13 +15,29 @@ from typing import Any
 from harnesslearn.evaluation import clip as _clip
 from harnesslearn.evaluation import improves
 
-SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve")
+# hl-STRATEGY[+mem][@trained]: +mem shows the proposer the shipped harness memory (built from paper-train
+# families only); @trained asks the trained proposer (--trained-proposer: its name on the server) instead
+SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve", "hl-sequential+mem", "hl-independent+mem",
+           "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained")
+DEFAULT_SYSTEMS = SYSTEMS[:4]
 LABELS = {
     "hl-sequential": "harnesslearn sequential",
     "hl-independent": "harnesslearn independent",
     "gepa": "GEPA 0.1.4",
     "openevolve": "OpenEvolve 0.4.0",
+    "hl-sequential+mem": "harnesslearn sequential + memory",
+    "hl-independent+mem": "harnesslearn independent + memory",
+    "hl-sequential@trained": "harnesslearn sequential, trained proposer",
+    "hl-independent@trained": "harnesslearn independent, trained proposer",
+    "hl-sequential+mem@trained": "harnesslearn sequential + memory, trained proposer",
 }
+
+
+def hl_system(system: str) -> tuple[str, bool, bool]:
+    """``hl-sequential+mem@trained`` -> (strategy, with memory, trained proposer)."""
+    name, _, who = system.removeprefix("hl-").partition("@")
+    strategy, _, mem = name.partition("+")
+    return strategy, mem == "mem", who == "trained"
 PEER_SPLITS = ("feedback", "score")  # the only splits a system may have evaluated; test is ours alone
 MAX_TRACE_CHARS = 400
 

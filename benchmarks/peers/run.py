@@ -38,11 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from common import (  # this folder is on sys.path: the script's own
+    DEFAULT_SYSTEMS,
     LABELS,
     SYSTEMS,
     BestTracker,
     Ledger,
     gepa_validity,
+    hl_system,
     mean_by_system,
     render_table,
     summarise_oe_diff_log,
@@ -53,7 +55,7 @@ from harnesslearn.models.served import llama_server
 HERE = Path(__file__).resolve().parent
 
 PEERS = {"gepa": "gepa==0.1.4", "openevolve": "openevolve==0.4.0"}
-ALIAS = "qwen"
+ALIAS = "qwen"  # the model's name on the server we start (--served-name for one already running)
 
 
 def log(msg: str) -> None:
@@ -62,18 +64,29 @@ def log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------------- environments, server
-def ensure_venv(name: str, root: Path) -> Path:
-    """The python of the peer's own venv, created and pinned when missing."""
-    py = root / name / "bin" / "python"
-    stamp = root / name / ".pinned"
-    if py.exists() and stamp.exists() and stamp.read_text().strip() == PEERS[name]:
-        return py
-    log(f"creating the {name} environment ({PEERS[name]}) in {root / name}")
-    base = shutil.which("python3.11") or shutil.which("python3") or sys.executable
-    subprocess.run([base, "-m", "venv", "--clear", str(root / name)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS[name]], check=True)
-    stamp.write_text(PEERS[name])
-    return py
+Peer = tuple[Path, str | None]  # (the interpreter that runs the peer, a folder to put first on its path)
+
+
+def ensure_venv(name: str, root: Path, wheels: str | None = None) -> Peer:
+    """The peer's own environment, created and pinned when missing: a venv from the registry, or, with
+    ``wheels`` (a folder of wheels: a machine without the internet, e.g. the GPU machine), a folder
+    installed offline with ``pip --target`` that this interpreter runs with (its image may have no venv)."""
+    target = root / (f"{name}-site" if wheels else name)
+    stamp = target / ".pinned"
+    py = Path(sys.executable) if wheels else target / "bin" / "python"
+    done = (py.exists() and stamp.exists() and stamp.read_text().strip() == PEERS[name])
+    if not done:
+        log(f"creating the {name} environment ({PEERS[name]}) in {target}")
+        if wheels:
+            shutil.rmtree(target, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheels,
+                            "--target", str(target), PEERS[name]], check=True)
+        else:
+            base = shutil.which("python3.11") or shutil.which("python3") or sys.executable
+            subprocess.run([base, "-m", "venv", "--clear", str(target)], check=True)
+            subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS[name]], check=True)
+        stamp.write_text(PEERS[name])
+    return py, str(target) if wheels else None
 
 
 def task_spec(name: str) -> str:
@@ -86,14 +99,14 @@ def task_spec(name: str) -> str:
 
 # ---------------------------------------------------------------------- the driver
 class Driver:
-    def __init__(self, args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) -> None:
+    def __init__(self, args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) -> None:
         from harnesslearn.models import load_model
         from harnesslearn.runtime import SolverRuntime
         from harnesslearn.sandbox import Budgets
 
         self.args, self.llm_url, self.venvs = args, llm_url, venvs
         self.budgets = Budgets(timeout_s=args.timeout)
-        self.solver = load_model(f"openai:{ALIAS}", base_url=llm_url, cache=False, timeout=1800.0)
+        self.solver = load_model(f"openai:{args.served_name}", base_url=llm_url, cache=False, timeout=1800.0)
         self.runtime = SolverRuntime(self.solver, concurrency=args.concurrency, warm=False)
         self.executor: Any = None
         self.test_cache: dict[tuple[str, int, str], Any] = {}
@@ -138,7 +151,7 @@ class Driver:
 
         a = self.args
         return {
-            "service": self.svc.url, "llm_base": self.svc.llm_base(system), "model": ALIAS,
+            "service": self.svc.url, "llm_base": self.svc.llm_base(system), "model": self.args.served_name,
             "seed_source": seed_src, "budget": a.proposer_calls, "seed": seed,
             "temperature": a.temperature, "max_tokens": a.max_tokens,
             "task_description": task.description[:1500], "api": runtime_api_doc().strip(),
@@ -149,7 +162,7 @@ class Driver:
         }
 
     async def run_peer(self, system: str, task: Any, seed: int, ctx: Any, seed_src: str) -> dict[str, Any]:
-        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{system}"
+        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{_slug(system)}"
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         cfg_path, out_path = run_dir / "config.json", run_dir / "result.json"
@@ -158,11 +171,14 @@ class Driver:
         env["PEERS_SERVICE"] = self.svc.url
         env["OPENAI_API_KEY"] = "EMPTY"
         runner = HERE / ("gepa_runner.py" if system == "gepa" else "openevolve_runner.py")
+        python, site = self.venvs[system]
+        path = [*([site] if site else []), *([str(HERE / "oe_hook")] if system == "openevolve" else [])]
+        if path:
+            env["PYTHONPATH"] = os.pathsep.join(path)
         if system == "openevolve":
-            env["PYTHONPATH"] = str(HERE / "oe_hook")
             env["OE_DIFF_LOG"] = str(run_dir / "diffs.jsonl")
         with open(run_dir / "runner.log", "wb") as lf:
-            proc = await asyncio.create_subprocess_exec(str(self.venvs[system]), str(runner), str(cfg_path),
+            proc = await asyncio.create_subprocess_exec(str(python), str(runner), str(cfg_path),
                                                         str(out_path), stdout=lf, stderr=lf, env=env, cwd=run_dir)
             rc = await proc.wait()
         if rc != 0 or not out_path.exists():
@@ -174,29 +190,47 @@ class Driver:
             out["diffs"] = summarise_oe_diff_log(p.read_text().splitlines() if p.exists() else [])
         return out
 
-    async def run_hl(self, strategy: str, task: Any, seed: int, ctx: Any, seed_h: Any) -> dict[str, Any]:
+    async def run_hl(self, system: str, task: Any, seed: int, ctx: Any, seed_h: Any) -> dict[str, Any]:
         from harnesslearn.adapt import adapt
         from harnesslearn.models import load_model
         from harnesslearn.settings.adapt import AdaptSettings
-        from harnesslearn.settings.groups import ProposerSettings, RuntimeSettings, Sampling, Splits
+        from harnesslearn.settings.groups import (
+            MemorySettings,
+            ProposerSettings,
+            RuntimeSettings,
+            Sampling,
+            Splits,
+        )
 
         a = self.args
+        strategy, with_memory, trained = hl_system(system)
+        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{_slug(ctx.system)}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        memory = MemorySettings()
+        if with_memory:  # a copy of the shipped memory per run: no run reads what another one added
+            from harnesslearn.memory import Memory, load_shipped
+
+            path = run_dir.with_name(run_dir.name + ".memory.sqlite")
+            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                stale.unlink(missing_ok=True)
+            with Memory.open(path) as mem:
+                load_shipped(mem)
+            memory = MemorySettings(enabled=True, k=a.memory_k, path=str(path))
         k = a.candidates if strategy == "sequential" else a.proposer_calls
         rounds = a.proposer_calls // a.candidates if strategy == "sequential" else 1
         settings = AdaptSettings(
             strategy=strategy, rounds=rounds, candidates=k, seed=seed, budgets=self.budgets,
             splits=Splits(n_feedback=a.n_feedback, n_score=a.n_score, n_test=a.n_test),
             proposer=ProposerSettings(sampling=Sampling(temperature=a.temperature, max_tokens=a.max_tokens)),
-            runtime=RuntimeSettings(concurrency=a.concurrency))
-        proposer = load_model(f"openai:{ALIAS}", base_url=self.svc.llm_base(ctx.system), cache=False, timeout=1800.0)
+            runtime=RuntimeSettings(concurrency=a.concurrency), memory=memory)
+        name = a.trained_proposer if trained else a.served_name  # a LoRA adapter is served under its own name
+        proposer = load_model(f"openai:{name}", base_url=self.svc.llm_base(ctx.system), cache=False, timeout=1800.0)
 
         async def efn(h: Any, t: Any, split: str, n: int, s: int, ex: Any, b: Any, progress: bool) -> Any:
             if split == "test":  # adapt reports the seed and its best on test: the driver's one evaluation
                 return await self.test_eval(t, s, h)
             return await self.svc.run_eval(ctx, h, split, t.problems(split, n, s))
 
-        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{ctx.system}"
-        shutil.rmtree(run_dir, ignore_errors=True)
         try:
             res = await adapt(task, self.solver, proposer, settings, run_dir=run_dir, seed_harness=seed_h,
                               executor=self.executor, evaluate_fn=efn, progress=False)
@@ -217,7 +251,7 @@ class Driver:
         t0 = time.perf_counter()
         try:
             if system.startswith("hl-"):
-                out = await self.run_hl(system[3:], task, seed, ctx, seed_h)
+                out = await self.run_hl(system, task, seed, ctx, seed_h)
                 best_h = Harness(ctx.tracker.sources.get(out["best_harness_id"]) or seed_h.source)
                 if best_h.id != out["best_harness_id"]:  # not a score-split best (cannot happen): the store's file
                     path = Path(out["adapt"]["run_dir"]) / "harnesses" / f"{out['best_harness_id']}.py"
@@ -309,8 +343,9 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    style = {"hl-sequential": ("C0", "o"), "hl-independent": ("C1", "s"), "gepa": ("C2", "^"), "openevolve": ("C3", "D")}
-    dodge = {s: 0.06 * (i - 1.5) for i, s in enumerate(SYSTEMS)}  # overlapping lines stay visible
+    markers = "os^DvP*Xh"
+    style = {s: (f"C{i}", markers[i % len(markers)]) for i, s in enumerate(SYSTEMS)}
+    dodge = {s: 0.04 * (i - (len(SYSTEMS) - 1) / 2) for i, s in enumerate(SYSTEMS)}  # overlapping lines stay visible
     for ax, t in zip(axes[0], tasks, strict=True):
         drawn = 0
         for r in rows:
@@ -391,7 +426,7 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
          f"{meta['model']} as solver and proposer (small-model run); step = best harness by score split")
 
 
-async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Path]) -> list[dict[str, Any]]:
+async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) -> list[dict[str, Any]]:
     from harnesslearn.tasks import load_task
 
     drv = Driver(args, llm_url, venvs)
@@ -484,7 +519,8 @@ def from_partial(src: Path, out: Path) -> None:
 
 
 def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
-    return {"model": args.model, "proposer_calls": args.proposer_calls, "candidates": args.candidates,
+    return {"model": f"{args.served_name} at {args.server}" if args.server else args.model,
+            "trained_proposer": args.trained_proposer, "memory_k": args.memory_k, "proposer_calls": args.proposer_calls, "candidates": args.candidates,
             "n_feedback": args.n_feedback, "n_score": args.n_score, "n_test": args.n_test,
             "seeds": list(range(args.seed0, args.seed0 + args.seeds)), "tasks": args.tasks, "systems": args.systems,
             "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
@@ -501,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="rg:gcd,musique,rg:simple_geometry,rg:basic_arithmetic",
                    help="comma-separated task specs (rg:FAMILY, musique = the shared MuSiQue dev file, F1)")
-    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)} "
+                   "(+mem: shown the shipped harness memory; @trained: the proposer named by --trained-proposer)")
     p.add_argument("--proposer-calls", type=int, default=2, help="proposer calls per system and run (the matched budget)")
     p.add_argument("--candidates", type=int, default=1, help="K of harnesslearn sequential (rounds = N / K)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per task (problems and sampling)")
@@ -515,6 +552,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds of one solve() call")
     p.add_argument("--concurrency", type=int, default=2, help="harness runs in flight")
     p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--server", metavar="URL", default=None,
+                   help="an OpenAI-compatible server already running (e.g. vllm serve on a GPU: http://HOST:8000/v1) "
+                        "instead of starting llama.cpp with --model")
+    p.add_argument("--served-name", default=ALIAS, help="with --server: the model's name there (solver and proposer)")
+    p.add_argument("--trained-proposer", metavar="NAME", default=None,
+                   help="the trained proposer's name on --server (a LoRA adapter served by name), for the @trained systems")
+    p.add_argument("--memory-k", type=int, default=2, help="memory entries shown to the proposer of a +mem system")
+    p.add_argument("--peer-wheels", metavar="DIR", default=None,
+                   help="install GEPA and OpenEvolve offline from this folder of wheels (a machine without the internet)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     p.add_argument("--no-curve", dest="curve", action="store_false",
                    help="test-evaluate only the returned harnesses (not every score-split best along the way)")
@@ -538,20 +584,27 @@ def main(argv: list[str] | None = None) -> int:
     bad = [s for s in args.systems.split(",") + args.rerun.split(",") if s and s not in SYSTEMS]
     if bad:
         p.error(f"unknown systems {bad}; choose from {SYSTEMS}")
+    if any(s.endswith("@trained") for s in args.systems.split(",")) and not (args.server and args.trained_proposer):
+        p.error("an @trained system needs --server and --trained-proposer (the adapter's name on that server)")
     from harnesslearn.models import embedded
 
     t0 = args.t0 = time.perf_counter()
     venv_root = HERE / ".venvs"
     venv_root.mkdir(exist_ok=True)
-    venvs = {s: ensure_venv(s, venv_root) for s in PEERS if s in args.systems.split(",")}
-    gguf = embedded.ensure_gguf(args.model)
+    venvs = {s: ensure_venv(s, venv_root, args.peer_wheels) for s in PEERS if s in args.systems.split(",")}
     out = Path(args.out)
     (out / "work").mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HARNESSLEARN_CACHE", "0")
-    with llama_server(gguf, n_threads=args.threads, n_ctx=args.n_ctx, log=out / "work" / "llama_server.log",
-                      alias=ALIAS, ready_timeout=300) as url:
-        log(f"model server {url} ({args.model})")
-        rows = asyncio.run(amain(args, url, venvs))
+    if args.server:  # a server already running (vLLM on the GPU), serving the model as --served-name
+        log(f"model server {args.server} (given; the model {args.served_name} on it)")
+        rows = asyncio.run(amain(args, args.server, venvs))
+    else:
+        gguf = embedded.ensure_gguf(args.model)
+        args.served_name = ALIAS
+        with llama_server(gguf, n_threads=args.threads, n_ctx=args.n_ctx, log=out / "work" / "llama_server.log",
+                          alias=ALIAS, ready_timeout=300) as url:
+            log(f"model server {url} ({args.model})")
+            rows = asyncio.run(amain(args, url, venvs))
     write_outputs(rows, meta(args, time.perf_counter() - t0), out)
     shutil.rmtree(out / "partial", ignore_errors=True)
     log(f"done in {(time.perf_counter() - t0) / 60:.1f} min: {out / 'results.md'}")
