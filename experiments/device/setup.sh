@@ -7,6 +7,8 @@
 #                                         # the GGUF, and start its conversion to a bf16 transformers folder
 #                                         # in the background (log /tmp/dev/convert.log)
 #     experiments/device/setup.sh vllm    # bundle B complete: install vllm and its wheels
+#     experiments/device/setup.sh peers   # bundle C complete: GEPA's and OpenEvolve's wheels in /tmp/peer-wheels
+#                                         # (benchmarks/peers/run.py --peer-wheels /tmp/peer-wheels)
 #     experiments/device/setup.sh check   # versions, the GPU, the model folder once converted
 # Everything installs with --no-deps --no-index into /tmp/site (PYTHONPATH); the image's torch 2.11 stays.
 # Source it afterwards for the environment: . experiments/device/env.sh
@@ -51,6 +53,10 @@ case "${1:-}" in
     # (vllm's two processes; reasoning-gym's pinned-hash children, one per codeio problem seed)
     python3 -m compileall -q -j 16 /tmp/site >/dev/null 2>&1 || true
     echo "vllm installed" ;;
+  peers)
+    unpack c
+    rm -rf /tmp/peer-wheels && mv "$D/c" /tmp/peer-wheels
+    echo "peer wheels in /tmp/peer-wheels: $(ls /tmp/peer-wheels | wc -l)" ;;
   check)
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)"
     python3 -c "import vllm; print('vllm', vllm.__version__)" 2>&1 | tail -1 || true
@@ -58,5 +64,5 @@ case "${1:-}" in
     nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu --format=csv,noheader || true
     tail -2 "$D/convert.log" 2>/dev/null || true
     ls "$HARNESSLEARN_CACHE_DIR/models/$MODEL-hf-bf16" 2>/dev/null | tr '\n' ' ' || true; echo ;;
-  *) echo "usage: setup.sh keep|ours|vllm|check" >&2; exit 2 ;;
+  *) echo "usage: setup.sh keep|ours|vllm|peers|check" >&2; exit 2 ;;
 esac
