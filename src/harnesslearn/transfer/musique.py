@@ -22,6 +22,7 @@ from harnesslearn.transfer.stages import (
     SharedEvaluations,
     adapter_dir,
     append_jsonl,
+    close_proposers,
     proposers,
     read_jsonl,
     runtime,
@@ -61,9 +62,7 @@ async def musique(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
                                 lambda arm: row(s, rt, task, arm, arms[arm], shared, work / "musique_runs" / arm),
                                 lambda arm, r: append_jsonl(rows_path, [r]), label="musique")
         finally:
-            for backend in arms.values():
-                if backend is not None and backend is not rt.solver:
-                    await backend.aclose()
+            await close_proposers(arms, rt.solver)
     if not arms:
         raise UserError("musique: no proposer arm could be built")
     return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}

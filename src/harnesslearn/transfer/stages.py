@@ -343,12 +343,17 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
             n = await run_until(jobs, t0 + s.eval.minutes * 60, lambda j: job.row(j[0], j[1], arms),
                                 lambda j, r: append_jsonl(rows_path, [r]), label="eval")
         finally:
-            for backend in arms.values():
-                if backend is not None and backend is not rt.solver:
-                    await backend.aclose()
+            await close_proposers(arms, rt.solver)
     if not arms:
         raise UserError("eval: no proposer arm could be built")
     return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
+
+
+async def close_proposers(arms: dict[str, ModelBackend | None], solver: ModelBackend | None) -> None:
+    """Close the proposer backends ``proposers`` built (not the solver, which the runtime owns)."""
+    for backend in arms.values():
+        if backend is not None and backend is not solver:
+            await backend.aclose()
 
 
 class EvalJob:
