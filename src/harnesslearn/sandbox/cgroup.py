@@ -6,6 +6,11 @@ whole slot (the worker, everything it forks, its python-tool sandboxes, and the 
 write). It is used only when the v1 ``memory`` and ``pids`` hierarchies are writable (as root on
 this kind of machine); otherwise ``SlotCgroup.create`` returns None and the slot runs with
 rlimits only (docs/SANDBOX.md says so). cgroup v2-only hosts are not handled yet.
+
+The pids cgroup is also the slot's process list: a worker spawned with ``launcher.start_worker``
+as root joins it before it execs anything (``join_argv``), so everything of the slot is inside
+from birth, and the sweep after a run reads ``members`` instead of walking all of /proc. No
+process can leave: inside bwrap there is no /sys, and the cgroup files are root's.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
+SHELL = "/bin/sh"
 
 
 def _own(controller: str) -> Path | None:
@@ -58,11 +64,25 @@ class SlotCgroup:
                 (self.pids / "pids.max").write_text(str(max_pids))
                 self._limit = memory_bytes
 
-    def attach(self, pids: list[int]) -> None:
-        for d in (self.memory, self.pids):
+    def attach(self, pids: list[int], *, pids_cgroup: bool = True) -> None:
+        """Move processes into the memory cgroup, and into the pids cgroup unless ``pids_cgroup`` is
+        False (they were born there). Best effort: a process that is gone is skipped."""
+        for d in (self.memory, self.pids) if pids_cgroup else (self.memory,):
             for pid in pids:
                 with contextlib.suppress(OSError):
                     (d / "cgroup.procs").write_text(str(pid))
+
+    def join_argv(self, argv: list[str]) -> list[str]:
+        """``argv`` run by a root shell that first writes its own pid into the pids cgroup (the
+        exec keeps the pid), so the process and all it will start are inside from birth; exit
+        status 125 and nothing run when the write fails."""
+        return [SHELL, "-c", 'echo $$ > "$1" || exit 125; shift; exec "$@"', "hl-join",
+                str(self.pids / "cgroup.procs"), *argv]
+
+    def members(self) -> list[int]:
+        """Pids of the processes in the slot's pids cgroup (a zombie may be among them: callers
+        check). Raises OSError when the cgroup cannot be read."""
+        return [int(x) for x in (self.pids / "cgroup.procs").read_bytes().split()]
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer has killed in this cgroup so far."""

@@ -75,7 +75,7 @@ def _kill_orphan(spawn: asyncio.Future[Worker]) -> None:
             os.kill(child, signal.SIGKILL)
     w.send_signal(signal.SIGKILL)
     if w.uid is not None:
-        kill_uid(w.uid)
+        kill_uid(w.uid, within=w.cgroup)
 
 
 def _use_pidfd_watcher() -> None:
@@ -298,14 +298,15 @@ class Executor:
         if used is not None:
             await used.kill(sweep=False)
             uids = tuple(u for u in (used.uid, slot.tool_uid) if u is not None)
-            if uids:  # the run's uid and the slot's python-tool uid, in one walk of /proc
-                await asyncio.to_thread(kill_uids, uids)
+            if uids:  # the run's uid and the slot's python-tool uid, in one sweep: of the slot's cgroup
+                # when the worker was born in it (its python-tool workers were then too: same launch)
+                await asyncio.to_thread(kill_uids, uids, 50, used.cgroup)
         if not spawn:
             return None
         assert self.spec is not None
         starting = asyncio.ensure_future(start_worker(
             self.spec, slot.uid, output_cap=self.config.output_max_bytes,
-            max_frame=self.config.max_frame_bytes, start_timeout_s=self.config.start_timeout_s,
+            max_frame=self.config.max_frame_bytes, start_timeout_s=self.config.start_timeout_s, cgroup=slot.cgroup,
         ))
         try:
             worker = await asyncio.shield(starting)
@@ -319,9 +320,6 @@ class Executor:
                 kill_uid(slot.uid)
             starting.add_done_callback(_kill_orphan)
             raise
-        if slot.cgroup is not None:  # before its job, so everything the harness starts is inside
-            # (in a thread: a write to cgroup.procs takes about a millisecond, off the event loop)
-            await asyncio.to_thread(slot.cgroup.attach, [worker.proc.pid, *children_of(worker.proc.pid)])
         return worker
 
     def _kill_stale_pool(self) -> None:
@@ -571,13 +569,11 @@ class Executor:
                 return "Error: abandoned"
             try:
                 w = await start_worker(self.spec, slot.tool_uid, output_cap=4096, max_frame=1 << 20,
-                                       start_timeout_s=cfg.start_timeout_s)
+                                       start_timeout_s=cfg.start_timeout_s, cgroup=slot.cgroup)
             except InfraError:
                 if abandon.is_set():  # nobody waits for it: the slot's sweep may have killed it
                     return "Error: abandoned"
                 raise
-            if slot.cgroup is not None:
-                await asyncio.to_thread(slot.cgroup.attach, [w.proc.pid, *children_of(w.proc.pid)])
             try:
                 await w.send({"type": "job", "mode": "code", "code": code, "limits": limits.job_dict(),
                               "output_max_chars": cfg.python_tool_output_chars})

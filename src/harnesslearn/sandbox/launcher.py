@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import InfraError, UserError
+from harnesslearn.sandbox.cgroup import SHELL, SlotCgroup
 
 WORKER_SOURCE = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
 PYTHON_CANDIDATES = ("/usr/bin/python3.11", "/usr/bin/python3", "/usr/local/bin/python3.11", "/usr/local/bin/python3")
@@ -215,7 +216,7 @@ def children_of(pid: int) -> list[int]:
     """Pids whose parent is ``pid``: read from ``/proc/PID/task/*/children`` where the kernel
     has it (a few microseconds), else found by scanning every ``/proc/*/stat`` (milliseconds
     under load, twice per problem). Either view can miss a child forked at that very moment;
-    the slot-uid sweeps after a run are what guarantees that nothing survives."""
+    the slot-uid sweeps after a run (``kill_uids``) are what guarantees that nothing survives."""
     if _CHILDREN_FILE:
         out: list[int] = []
         try:
@@ -276,20 +277,26 @@ def processes_of_uids(uids: tuple[int, ...]) -> list[int]:
     return out
 
 
-def kill_uid(uid: int, rounds: int = 50) -> bool:
+def kill_uid(uid: int, rounds: int = 50, within: SlotCgroup | None = None) -> bool:
     """SIGKILL every process whose real uid is ``uid`` until none is left; True when none is (``kill_uids``)."""
-    return kill_uids((uid,), rounds)
+    return kill_uids((uid,), rounds, within)
 
 
-def kill_uids(uids: tuple[int, ...], rounds: int = 50) -> bool:
+def kill_uids(uids: tuple[int, ...], rounds: int = 50, within: SlotCgroup | None = None) -> bool:
     """SIGKILL every process whose real uid is one of ``uids`` until none is left; True when none is.
     One walk of /proc a round serves all the uids (a slot's worker and python-tool uid are swept together).
 
+    ``within``: the slot cgroup that every process of ``uids`` was born in (``Worker.cgroup``): each
+    round lists that cgroup's members instead of walking /proc (a few microseconds instead of
+    milliseconds that grow with the host's process count). Only the caller can promise that no
+    process of ``uids`` lives outside it; when the cgroup cannot be read, /proc is walked.
+
     Race-free against pid reuse: each pid is pinned with a pidfd before its uid is checked.
     Only meaningful as root, for uids used by nothing else (the slot uids). A fork bomb cannot
-    outrun it for long because RLIMIT_NPROC caps each uid's processes. Blocking (reads /proc)."""
+    outrun it for long because RLIMIT_NPROC (and the pids cgroup) caps each uid's processes.
+    Blocking (reads /proc or the cgroup)."""
     for _ in range(rounds):
-        pids = processes_of_uids(uids)
+        pids = _live_processes(uids, within)
         if not pids:
             return True
         for pid in pids:
@@ -305,7 +312,16 @@ def kill_uids(uids: tuple[int, ...], rounds: int = 50) -> bool:
             finally:
                 os.close(fd)
         time.sleep(0.001)
-    return not processes_of_uids(uids)
+    return not _live_processes(uids, within)
+
+
+def _live_processes(uids: tuple[int, ...], within: SlotCgroup | None) -> list[int]:
+    if within is not None:
+        try:
+            return [pid for pid in within.members() if _live_of(pid, uids)]
+        except OSError:  # the cgroup is gone or unreadable: the walk of /proc finds them all
+            pass
+    return processes_of_uids(uids)
 
 
 def _live_of(pid: int, uids: tuple[int, ...]) -> bool:
@@ -329,6 +345,9 @@ class Worker:
     drains: list[asyncio.Task[None]] = field(default_factory=list)
     killed: bool = False
     pidfd: int | None = None  # pins the process: signals through it never reach a reused pid
+    # the slot cgroup the worker was born in (so is everything it starts): its uid sweeps list that
+    # cgroup instead of walking /proc; None when it has none or was moved in only after its start
+    cgroup: SlotCgroup | None = None
 
     async def send(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
@@ -358,7 +377,7 @@ class Worker:
 
     async def kill(self, sweep: bool = True) -> None:
         """Kill the worker and everything it started; wait for it; close the channel. ``sweep=False``: the
-        caller sweeps the worker's uid itself (together with another uid, in one walk of /proc).
+        caller sweeps the worker's uid itself (together with another uid, in one sweep).
 
         The launcher's children (bwrap's pid-namespace init, or the worker's own children) die
         first so that the launcher reaps them and exits by itself: killing the launcher first
@@ -375,7 +394,7 @@ class Worker:
                     await asyncio.wait_for(self.proc.wait(), 0.5)
         self.send_signal(signal.SIGKILL)
         if self.uid is not None and sweep:
-            await asyncio.to_thread(kill_uid, self.uid)
+            await asyncio.to_thread(kill_uid, self.uid, 50, self.cgroup)
         await self.proc.wait()
         if self.pidfd is not None:
             os.close(self.pidfd)
@@ -432,16 +451,34 @@ def _private_workdir(uid: int | None) -> str:
     return d
 
 
+def _born_inside(cgroup: SlotCgroup | None, uid: int | None, ids: dict[str, Any]) -> bool:
+    """Whether a worker can be spawned inside ``cgroup`` from birth: only by a root shell that joins
+    and then execs ``setpriv`` (``ids`` empty); with ``user=``, Python drops the uid before exec and
+    the shell could no longer write to the cgroup."""
+    return cgroup is not None and uid is not None and not ids and os.access(SHELL, os.X_OK)
+
+
 async def start_worker(
-    spec: LaunchSpec, uid: int | None, *, output_cap: int, max_frame: int, start_timeout_s: float
+    spec: LaunchSpec, uid: int | None, *, output_cap: int, max_frame: int, start_timeout_s: float,
+    cgroup: SlotCgroup | None = None,
 ) -> Worker:
     """Spawn a fresh worker and wait for its ``ready`` frame. Raises InfraError if it does not
-    come up within ``start_timeout_s``."""
+    come up within ``start_timeout_s``.
+
+    ``cgroup``: the slot's cgroup. As root with ``setpriv``, the worker is born in its pids cgroup
+    (``SlotCgroup.join_argv``) and ``Worker.cgroup`` is set, so its sweeps list that cgroup;
+    otherwise it is moved into the pids cgroup once ready (before any harness code runs) and its
+    sweeps walk /proc. Either way it is moved into the memory cgroup once ready, so that its start
+    is charged where it always was (the trusted side's cgroup)."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     nonce = secrets.token_hex(16)
     workdir = None if spec.isolation == "bwrap" else _private_workdir(uid)
     env = dict(SANDBOX_ENV, HOME=workdir or "/tmp", TMPDIR=workdir or "/tmp")
     argv, ids = as_uid(spec.command(child.fileno(), nonce), uid)
+    inside = _born_inside(cgroup, uid, ids)
+    if inside:
+        assert cgroup is not None
+        argv = cgroup.join_argv(argv)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -459,7 +496,7 @@ async def start_worker(
         pidfd = None
     reader, writer = await asyncio.open_connection(sock=parent, limit=2**16)
     w = Worker(proc, reader, writer, nonce, uid, max_frame, workdir, CappedBuffer(output_cap), CappedBuffer(output_cap),
-               pidfd=pidfd)
+               pidfd=pidfd, cgroup=cgroup if inside else None)
     w.drains = [asyncio.create_task(_drain(proc.stdout, w.stdout)), asyncio.create_task(_drain(proc.stderr, w.stderr))]
     try:
         ready = await asyncio.wait_for(w.recv(), start_timeout_s)
@@ -469,4 +506,7 @@ async def start_worker(
     if ready is None or ready.get("type") != "ready":
         await w.kill()
         raise InfraError(f"sandbox did not start ({spec.isolation}): {w.stderr.text()[-500:].strip()}")
+    if cgroup is not None:  # before its job, so everything the harness starts is inside
+        # (in a thread: a write to cgroup.procs takes about a millisecond, off the event loop)
+        await asyncio.to_thread(cgroup.attach, [proc.pid, *children_of(proc.pid)], pids_cgroup=not inside)
     return w
