@@ -20,8 +20,13 @@ every 20 ms inside the solver when it runs in this process), trusted CPU ms per 
 the shards, all threads) and worker CPU ms per run (the sandboxes, reaped), and each configuration's
 ratio to ``baseline``. Writes ``benchmarks/results/harness_throughput.json``.
 
+``--crowd N`` starts N idle processes on the host for the whole run (and ends them after): a busy host,
+such as a GPU machine with its serving stack. A slot's sweep once walked all of /proc, so its cost grew
+with them; it now lists the slot's cgroup where the slot has one (issue 31).
+
     .venv/bin/python benchmarks/harness_throughput.py                 # ~4 min on 2 cores
     .venv/bin/python benchmarks/harness_throughput.py --seconds 5 --lanes 8 --latency 0   # a quick look
+    .venv/bin/python benchmarks/harness_throughput.py --lanes 32 --latency 0.17 --shards 0 --crowd 2000
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import asyncio
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -147,8 +153,27 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--isolation", default="auto")
     p.add_argument("--shards", type=int, default=os.cpu_count() or 2, help="K of the shards:K configuration "
                    "(0: leave it out)")
+    p.add_argument("--crowd", type=int, default=0, help="idle processes to start on the host for the run")
     p.add_argument("--out", default=str(OUT))
     a = p.parse_args(argv)
+    crowd = [subprocess.Popen(["sleep", "86400"]) for _ in range(a.crowd)]
+    try:
+        rows = _measure(a)
+        host_processes = sum(name.isdigit() for name in os.listdir("/proc"))  # at the end, the crowd included
+    finally:
+        for c in crowd:
+            c.kill()
+            c.wait()
+    out = {"benchmark": "harness_throughput", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
+                       "uid": os.geteuid(), "load_avg_start": os.getloadavg()},
+           "seconds_per_point": a.seconds, "crowd": a.crowd, "host_processes": host_processes, "points": rows}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {a.out}")
+
+
+def _measure(a: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for latency in [float(x) for x in a.latency.split(",")]:
         for lanes in [int(x) for x in a.lanes.split(",")]:
@@ -165,13 +190,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{name} {g['runs_per_s']:7.2f} runs/s ({g['calls_in_flight_little']} calls in flight, trusted "
                 f"{g['trusted_cpu_ms_per_run']} ms/run, workers {g['worker_cpu_ms_per_run']} ms/run) x{ratios[name]}"
                 for name, g in got.items()), flush=True)
-    out = {"benchmark": "harness_throughput", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
-                       "uid": os.geteuid(), "load_avg_start": os.getloadavg()},
-           "seconds_per_point": a.seconds, "points": rows}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    return rows
 
 
 if __name__ == "__main__":
