@@ -3,7 +3,7 @@ httpx and a minimal aiohttp client (issue 31's "a lighter HTTP client where it m
 
 A fake OpenAI-compatible server (keep-alive, one fixed chat completion of ~100 tokens) runs in a child
 process, so only the client's CPU is counted. ``--n`` calls, ``--concurrency`` at a time, each client twice
-(alternating). aiohttp is not a dependency of harnesslearn: install it next to the package to measure it.
+(alternating). aiohttp is the ``aiohttp`` extra (``openai:NAME?client=aiohttp``): without it, its rows are skipped.
 
     .venv/bin/python benchmarks/http_client_cpu.py --n 3000 --concurrency 16
 """
@@ -50,7 +50,7 @@ async def _serve(port: int) -> None:
         await server.serve_forever()
 
 
-async def _bench(name: str, call: Callable[[], Awaitable[None]], n: int, concurrency: int) -> None:
+async def _bench(name: str, call: Callable[[], Awaitable[None]], n: int, concurrency: int) -> float:
     await asyncio.gather(*(call() for _ in range(concurrency)))  # warm: the connections open
     sem = asyncio.Semaphore(concurrency)
 
@@ -62,6 +62,7 @@ async def _bench(name: str, call: Callable[[], Awaitable[None]], n: int, concurr
     await asyncio.gather(*(one() for _ in range(n)))
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     print(f"{name:32s} {1e3 * cpu / n:6.3f} ms CPU a call, {n / wall:7.0f} calls/s", flush=True)
+    return 1e3 * cpu / n
 
 
 async def _measure(url: str, n: int, concurrency: int) -> None:
@@ -89,7 +90,7 @@ async def _measure(url: str, n: int, concurrency: int) -> None:
 
     clients: list[tuple[str, Callable[[], Awaitable[None]]]] = [
         ("openai: backend (harnesslearn)", backend), ("openai.AsyncOpenAI", openai_raw), ("httpx, JSON only", httpx_raw)]
-    session = None
+    session, fast = None, None
     try:
         import aiohttp
     except ImportError:
@@ -105,14 +106,26 @@ async def _measure(url: str, n: int, concurrency: int) -> None:
                 body = await r.json()
             assert body["choices"][0]["message"]["content"]
 
-        clients.append(("aiohttp, JSON only", aiohttp_raw))
+        fast = load_model(f"openai:m?base_url={url}&endpoint=chat&client=aiohttp", cache=False)
+
+        async def backend_aiohttp() -> None:
+            assert (await fast.generate(request)).texts[0]
+
+        clients += [("aiohttp, JSON only", aiohttp_raw), ("openai: backend, client=aiohttp", backend_aiohttp)]
     try:
+        ms: dict[str, list[float]] = {}
         for _ in range(2):
             for name, call in clients:
-                await _bench(name, call, n, concurrency)
+                ms.setdefault(name, []).append(await _bench(name, call, n, concurrency))
+        base = min(ms[clients[0][0]])
+        print(f"CPU a call against the {clients[0][0]} (best of 2 each, same run):", flush=True)
+        for name, v in ms.items():
+            print(f"  {name:32s} x{min(v) / base:.2f}", flush=True)
     finally:
         if session is not None:
             await session.close()
+        if fast is not None:
+            await fast.aclose()
         await hx.aclose()
         await raw.close()
         await model.aclose()

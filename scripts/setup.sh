@@ -21,7 +21,7 @@ fi
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 extras="local,qwen,llamacpp,train"
-[ "$want_test" = 1 ] && extras="$extras,dev,ray,tracking"  # the tests run Ray on a real local cluster, and
+[ "$want_test" = 1 ] && extras="$extras,dev,ray,tracking,aiohttp"  # the tests run Ray on a real local cluster, and
 # log to MLflow's file store and W&B's offline mode
 # llama-cpp-python builds from source (~12 min on 2 cores); pip caches the built wheel, and a
 # wheel left in ~/.cache/harnesslearn/wheels is used as is.

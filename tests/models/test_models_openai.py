@@ -1,4 +1,5 @@
-"""The openai: provider against an in-process fake server, behind a fault-injecting proxy."""
+"""The openai: provider against an in-process fake server, behind a fault-injecting proxy: every test runs
+with both HTTP clients (openai's, and ``client=aiohttp``), which must give the same answers and faults."""
 
 from __future__ import annotations
 
@@ -14,6 +15,21 @@ from harnesslearn.models.openai_compat import RequestRejected
 from harnesslearn.models.retry import backoff_delay
 
 FAST = {"base_delay": 0.01, "max_delay": 0.05, "cache": False}
+
+
+@pytest.fixture(autouse=True, params=["openai", "aiohttp"])
+def client(request, monkeypatch):
+    """The HTTP client of every openai: backend the test builds without naming one."""
+    from harnesslearn.models.openai_compat import OpenAIBackend
+
+    init = OpenAIBackend.__init__
+
+    def with_client(self, name, **kw):
+        kw.setdefault("client", request.param)
+        init(self, name, **kw)
+
+    monkeypatch.setattr(OpenAIBackend, "__init__", with_client)
+    return request.param
 
 
 @pytest.fixture(scope="module")
