@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hostile_harnesses import H
 from test_sandbox import Echo, Toy
 
 from harnesslearn.evaluation import task_tools
@@ -48,15 +49,7 @@ def solve(model, question):
     return tool.strip() + ' ' + model(question)
 '''
 
-FORK_BOMB = '''
-import os
-def solve(model, question):
-    while True:
-        try:
-            os.fork()
-        except OSError:
-            pass
-'''
+FORK_BOMB = H["fork_bomb"][0]  # the hostile suite's own
 
 
 def _slot_cgroup_here() -> bool:

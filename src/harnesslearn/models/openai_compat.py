@@ -212,16 +212,21 @@ class OpenAIBackend(Backend):
             raise ConnectionFault(f"{type(e).__name__}: {e}") from None
         return json.loads(raw, object_hook=lambda d: SimpleNamespace(**d))
 
-    async def _once(self, request: GenerateRequest, n: int) -> tuple[list[str], int | None, int | None]:
-        if self.client == "aiohttp":
-            return await self._once_aiohttp(request, n)
-        client = self._client()
+    def _params(self, request: GenerateRequest, n: int) -> dict[str, Any]:
+        """The sampling fields of one request (either client)."""
         params: dict[str, Any] = {"model": self.name, "n": n, "temperature": request.temperature,
                                   "top_p": request.top_p, "max_tokens": request.max_tokens}
         if request.stop:
             params["stop"] = list(request.stop)
         if request.seed is not None:
             params["seed"] = request.seed
+        return params
+
+    async def _once(self, request: GenerateRequest, n: int) -> tuple[list[str], int | None, int | None]:
+        if self.client == "aiohttp":
+            return await self._once_aiohttp(request, n)
+        client = self._client()
+        params = self._params(request, n)
         async with asyncio.timeout(self.timeout), _bad_body():
             if self._use_chat(request):
                 msgs = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
@@ -236,12 +241,7 @@ class OpenAIBackend(Backend):
         return texts, _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
 
     async def _once_aiohttp(self, request: GenerateRequest, n: int) -> tuple[list[str], int | None, int | None]:
-        body: dict[str, Any] = {"model": self.name, "n": n, "temperature": request.temperature,
-                                "top_p": request.top_p, "max_tokens": request.max_tokens}
-        if request.stop:
-            body["stop"] = list(request.stop)
-        if request.seed is not None:
-            body["seed"] = request.seed
+        body = self._params(request, n)
         chat = self._use_chat(request)
         if chat:
             msgs = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
