@@ -208,13 +208,10 @@ class Driver:
         shutil.rmtree(run_dir, ignore_errors=True)
         memory = MemorySettings()
         if with_memory:  # a copy of the shipped memory per run: no run reads what another one added
-            from harnesslearn.memory import Memory, load_shipped
+            from harnesslearn.memory import shipped_copy
 
             path = run_dir.with_name(run_dir.name + ".memory.sqlite")
-            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-                stale.unlink(missing_ok=True)
-            with Memory.open(path) as mem:
-                load_shipped(mem)
+            shipped_copy(path)
             memory = MemorySettings(enabled=True, k=a.memory_k, path=str(path))
         k = a.candidates if strategy == "sequential" else a.proposer_calls
         rounds = a.proposer_calls // a.candidates if strategy == "sequential" else 1

@@ -70,11 +70,10 @@ def _report(run_dir: Path) -> str | None:
 
 def _shipped_memory(folder: Path) -> Path:
     """A memory file in ``folder`` holding the shipped paper-train entries."""
-    from harnesslearn.memory import Memory, load_shipped
+    from harnesslearn.memory import shipped_copy
 
     path = folder / "memory.sqlite"
-    with Memory.open(path) as mem:
-        n = load_shipped(mem)
+    n = shipped_copy(path)
     sys.stderr.write(f"[demo] memory: the {n} harnesses shipped with harnesslearn (paper-train families); "
                      "your own memory is not used or changed\n")
     return path

@@ -341,6 +341,15 @@ def load_shipped(mem: Memory) -> int:
     return len(import_jsonl(mem, SHIPPED.read_text(encoding="utf-8"), SHIPPED.name))
 
 
+def shipped_copy(path: Path) -> int:
+    """A fresh memory file at ``path`` (one left there, with its WAL files, is replaced) holding the shipped
+    memory alone: a run of its own that neither reads nor writes the user's memory; how many entries."""
+    for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    with Memory.open(path) as mem:
+        return load_shipped(mem)
+
+
 def answers(answer: Any) -> list[str]:
     """A problem's gold answer as strings (a list of aliases stays a list)."""
     if answer is None:

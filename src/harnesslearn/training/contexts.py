@@ -191,11 +191,11 @@ class ContextStream:
         self.plan_at, self.realise, self.loop = plan_at, realise, loop
         self.first, self.ahead, self.keep, self.max_skips, self.refused = first, ahead, keep, max_skips, refused
         self.positions: list[int] = []
-        self.waited_total = 0.0
-        self._waited = 0.0
+        self.waited_total = 0.0  # seconds the reader waited for contexts, in all
+        self._taken = 0.0  # waited_total at the last take_waited()
 
     def take_waited(self) -> float:
-        w, self._waited = self._waited, 0.0
+        w, self._taken = self.waited_total - self._taken, self.waited_total
         return w
 
     def _start(self, pos: int) -> Future[Context]:
@@ -216,7 +216,6 @@ class ContextStream:
                 pos, fut = pending.popleft()
                 t = time.perf_counter()
                 ctx = fut.result()
-                self._waited += time.perf_counter() - t
                 self.waited_total += time.perf_counter() - t
                 if not self.keep(ctx):
                     skips += 1

@@ -18,17 +18,7 @@ from harnesslearn.errors import UserError
 from harnesslearn.stats import bootstrap_ci
 from harnesslearn.transfer.deadline import run_until
 from harnesslearn.transfer.settings import TransferSettings
-from harnesslearn.transfer.stages import (
-    SharedEvaluations,
-    adapter_dir,
-    append_jsonl,
-    close_proposers,
-    proposers,
-    read_jsonl,
-    runtime,
-    solver_backend,
-    state_of,
-)
+from harnesslearn.transfer.stages import SharedEvaluations, append_jsonl, arm_runtime, read_jsonl, state_of
 
 FILES = ("musique_dev_with_paragraphs.jsonl", "musique_dev200_corpus.jsonl")
 
@@ -52,19 +42,11 @@ async def musique(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     task = load_task(task_spec(m.data))
     rows_path = ret / "musique_rows.jsonl"
     have = {r["arm"] for r in read_jsonl(rows_path)}
-    lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
-            if a in m.arms and adapter_dir(ret, a).is_dir()}
-    async with runtime(s, solver_backend(s, lora=lora, log="vllm-musique")) as rt:
-        arms = await proposers(s, rt, ret, work, names=m.arms)
+    async with arm_runtime(s, ret, work, m.arms, "musique") as (rt, arms):
         shared = SharedEvaluations()
-        try:
-            n = await run_until([a for a in m.arms if a in arms and a not in have], t0 + m.minutes * 60,
-                                lambda arm: row(s, rt, task, arm, arms[arm], shared, work / "musique_runs" / arm),
-                                lambda arm, r: append_jsonl(rows_path, [r]), label="musique")
-        finally:
-            await close_proposers(arms, rt.solver)
-    if not arms:
-        raise UserError("musique: no proposer arm could be built")
+        n = await run_until([a for a in m.arms if a in arms and a not in have], t0 + m.minutes * 60,
+                            lambda arm: row(s, rt, task, arm, arms[arm], shared, work / "musique_runs" / arm),
+                            lambda arm, r: append_jsonl(rows_path, [r]), label="musique")
     return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
 
 

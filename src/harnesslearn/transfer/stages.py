@@ -27,6 +27,8 @@ import shutil
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -261,14 +263,10 @@ def shipped_memory(work: Path) -> Path:
     """The harness memory shipped with the package (built from paper-train families only), as a file of
     this run's own (each memory arm's adapt run gets a copy, so no arm reads what another one added and
     the user's memory is never read or written)."""
-    from harnesslearn.memory import Memory, load_shipped
+    from harnesslearn.memory import shipped_copy
 
-    path = work / "memory.sqlite"
-    for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        stale.unlink(missing_ok=True)
-    with Memory.open(path) as mem:
-        load_shipped(mem)
-    return path
+    shipped_copy(work / "memory.sqlite")
+    return work / "memory.sqlite"
 
 
 class SharedEvaluations:
@@ -329,31 +327,35 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     from harnesslearn.harness import load_harness
 
     t0 = time.time()
-    needed = {a.removesuffix("_mem") for a in s.eval.arms}  # an X_mem arm needs X's adapter too
-    lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
-                            if a in needed and adapter_dir(ret, a).is_dir()}
     rows_path = ret / "eval_rows.jsonl"
     have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
-    async with runtime(s, solver_backend(s, lora=lora, log="vllm-eval")) as rt:
-        arms = await proposers(s, rt, ret, work)
+    async with arm_runtime(s, ret, work, s.eval.arms, "eval") as (rt, arms):
         job = EvalJob(s, rt, load_harness("minimal"), SharedEvaluations(), shipped_memory(work), work / "eval_runs")
         jobs = [(arm, fam) for fam in s.eval.families for arm in s.eval.arms
                 if arm.removesuffix("_mem") in arms and (arm, fam) not in have]
-        try:
-            n = await run_until(jobs, t0 + s.eval.minutes * 60, lambda j: job.row(j[0], j[1], arms),
-                                lambda j, r: append_jsonl(rows_path, [r]), label="eval")
-        finally:
-            await close_proposers(arms, rt.solver)
-    if not arms:
-        raise UserError("eval: no proposer arm could be built")
+        n = await run_until(jobs, t0 + s.eval.minutes * 60, lambda j: job.row(j[0], j[1], arms),
+                            lambda j, r: append_jsonl(rows_path, [r]), label="eval")
     return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
 
 
-async def close_proposers(arms: dict[str, ModelBackend | None], solver: ModelBackend | None) -> None:
-    """Close the proposer backends ``proposers`` built (not the solver, which the runtime owns)."""
-    for backend in arms.values():
-        if backend is not None and backend is not solver:
-            await backend.aclose()
+@asynccontextmanager
+async def arm_runtime(s: TransferSettings, ret: Path, work: Path, names: tuple[str, ...],
+                      stage: str) -> AsyncIterator[tuple[SolverRuntime, dict[str, ModelBackend | None]]]:
+    """A stage's solver runtime (serving, by name, the sft/rl adapters its arms ``names`` need: an X_mem arm
+    needs X's) and each arm's proposer (``proposers``), closed on exit; UserError if no arm could be built."""
+    needed = {a.removesuffix("_mem") for a in names}
+    lora: dict[str, str] = {a: str(adapter_dir(ret, a)) for a in ("sft", "rl")
+                            if a in needed and adapter_dir(ret, a).is_dir()}
+    async with runtime(s, solver_backend(s, lora=lora, log=f"vllm-{stage}")) as rt:
+        arms = await proposers(s, rt, ret, work, names=names)
+        try:
+            if not arms:
+                raise UserError(f"{stage}: no proposer arm could be built")
+            yield rt, arms
+        finally:
+            for backend in arms.values():  # not the solver, which the runtime owns
+                if backend is not None and backend is not rt.solver:
+                    await backend.aclose()
 
 
 class EvalJob:
