@@ -43,7 +43,7 @@ from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.gpu import GpuSampler, PeriodicSampler, device_name
 from harnesslearn.harness import load_harness
 from harnesslearn.models import load_model
-from harnesslearn.runtime import SolverRuntime
+from harnesslearn.runtime import SolverRuntime, served_limit
 from harnesslearn.sandbox import Budgets, ExecutorConfig
 from harnesslearn.tasks import load_task
 from harnesslearn.zoo import build as zoo_build
@@ -68,6 +68,15 @@ def pct(xs: list[float], q: float) -> float | None:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
 
 
+def build_solver(spec: str, executor: str, lanes: int) -> Any:
+    """The driver's solver: its spec for shards (each builds its own), else a backend built here with the cache
+    off, so the runtime's ``served_limit`` does not reach it: a served solver gets as many calls in flight as
+    there are lanes (the openai: default of 32 held the H200 run of 2026-12-05 at 256 lanes to p50 19 s)."""
+    if executor != "local":
+        return spec
+    return load_model(spec, cache=False, concurrency=served_limit(spec, lanes))
+
+
 async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
     tasks = {f: load_task(f"rg:{f}") for f in a.families}
     problems = {f: t.problems("test", a.n_problems, a.seed) for f, t in tasks.items()}
@@ -78,7 +87,7 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
     budgets = Budgets(timeout_s=a.timeout, max_calls=16, max_tokens=8192)
     # shards:K rebuild the solver in each shard from its spec; their response cache is off through the environment
     os.environ["HARNESSLEARN_CACHE"] = "0"
-    solver: Any = spec if a.executor != "local" else load_model(spec, cache=False)
+    solver = build_solver(spec, a.executor, a.concurrency)
     sampler = GpuSampler(1.0).start()
     done: list[dict[str, Any]] = []
     t_open = time.time()

@@ -236,7 +236,8 @@ def grpo_sections(runs: dict[str, list[dict[str, Any]]], grpo: dict[str, Any] | 
                "vLLM included) / used on the whole GPU (the solver's server included).", "",
                *grpo_table(runs), ""] + ([f"![{png}]({png})", ""] if png else [])
     if grpo:
-        md += ["## GRPO (from the SFT adapter; reward J + 0.05 parsed + 0.10 produced + 0.15 completion)", "",
+        md += [f"## GRPO (this stretch's start: {grpo.get('start', '?')}; reward J + 0.05 parsed + 0.10 produced "
+               "+ 0.15 completion)", "",
                f"- status {grpo.get('status')}, steps {grpo.get('steps')}, {grpo.get('seconds')} s, lr "
                f"{grpo.get('learning_rate')}, {grpo.get('contexts_per_update')} contexts x "
                f"{grpo.get('num_generations')} candidates per update, n_score {grpo.get('n_score')}", "",

@@ -46,3 +46,17 @@ def test_gpu_eval_on_shards_counts_calls_from_the_runs_records(tmp_path: Path) -
     assert run["executor"] == "shards:2" and run["runs_measured"] > 0 and run["solver_calls_per_s"] > 0
     assert run["solver_stats_calls"] == 0  # the driver's own solver was never called
     assert run["engine_metric_samples"] == 0 and run["engine_running_p50"] is None
+
+
+def test_gpu_eval_gives_a_served_solver_as_many_calls_in_flight_as_lanes() -> None:
+    """The driver builds its own backend (cache off), out of the runtime's reach: without the lanes passed on,
+    an openai: solver kept its client default of 32 calls (H200, 256 lanes: call latency p50 19 s)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from gpu_eval import build_solver
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    solver = build_solver("openai:qwen?base_url=http://127.0.0.1:9/v1", "local", 256)
+    assert solver.concurrency == 256
+    assert build_solver("openai:qwen?base_url=http://127.0.0.1:9/v1", "shards:2", 256) == \
+        "openai:qwen?base_url=http://127.0.0.1:9/v1"

@@ -234,7 +234,7 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
         vllm=g.vllm.with_(use=g.vllm.use and s.engine == "vllm" and not s.cpu))
     res = run_grpo(cfg, hooks=Hooks())
     res.update(seconds=round(time.time() - t0, 1), step_seconds=stop.steps, stopped_at_deadline=stop.stopped,
-               start="sft_adapter" if adapter else "base", learning_rate=g.trainer.learning_rate,
+               start=start_label(res, adapter), learning_rate=g.trainer.learning_rate,
                contexts_per_update=g.grpo.contexts_per_update, num_generations=g.grpo.num_generations,
                n_score=g.splits.n_score)
     write_json(ret / "grpo.json", res)
@@ -242,6 +242,14 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     done = res["steps"] >= g.trainer.max_steps
     return {"state": "done" if done else "partial", "steps": res["steps"], "new_steps": res["new_steps"],
             "contexts": res["contexts"], "start": res["start"]}
+
+
+def start_label(res: dict[str, Any], adapter: Path | None) -> str:
+    """Where this stage's training began: a resumed chain goes on from its saved state (whatever the first
+    stretch started from, which that stretch's grpo.json names), a fresh one from the SFT adapter or the base."""
+    if res.get("resumed_from"):
+        return f"state_after_update_{res['resumed_from']}"
+    return "sft_adapter" if adapter else "base"
 
 
 # ----------------------------------------------------------------------------- eval
