@@ -109,6 +109,80 @@ def beyond_zoo(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                  if r.get("test_J") is not None and r.get("seed_test_J") is not None])}
 
 
+def rollout_copies(path: Path) -> list[dict[str, Any]]:
+    """Per GRPO update, from the rollout log: of the valid candidates (revisions of the minimal seed), how many
+    are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the others.
+    The training signal's view of "beyond what it was shown": J earned by copying the zoo back (which the SFT
+    rows taught) against J earned by anything else. Candidates of another parent are skipped (counted)."""
+    import gzip
+
+    from harnesslearn import zoo
+    from harnesslearn.harness import harness_id, load_harness
+    from harnesslearn.propose.edits import apply_proposal
+
+    if not path.is_file():
+        return []
+    seed = load_harness("minimal").source
+    seed_id = harness_id(seed)
+    opener = gzip.open if path.suffix == ".gz" else open
+    by: dict[int, dict[str, Any]] = {}
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            u = by.setdefault(int(r["step"]) + 1, {"update": int(r["step"]) + 1, "valid": 0, "near": [], "other": [],
+                                                   "skipped": 0})
+            for c in r.get("candidates", []):
+                if not c.get("valid"):
+                    continue
+                new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
+                if new is None:
+                    u["skipped"] += 1
+                    continue
+                u["valid"] += 1
+                u["near" if zoo.nearest(new)[1] >= zoo.NEAR_COPY else "other"].append(float(c.get("J", 0.0)))
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+    return [{"update": u["update"], "valid": u["valid"], "skipped": u["skipped"], "near_copies": len(u["near"]),
+             "near_copy_share": len(u["near"]) / u["valid"] if u["valid"] else None,
+             "J_near": mean(u["near"]), "J_other": mean(u["other"]),
+             "J_from_copies": sum(u["near"]) / (sum(u["near"]) + sum(u["other"])) if sum(u["near"]) + sum(u["other"])
+             else None} for u in (by[k] for k in sorted(by))]
+
+
+def copies_md(rows: list[dict[str, Any]], out: Path) -> list[str]:
+    """The table and plot of ``rollout_copies``."""
+    if not rows:
+        return []
+
+    def f(x: float | None, d: int = 3) -> str:
+        return "" if x is None else f"{x:.{d}f}"
+    md = ["## GRPO candidates against the zoo (training rollouts)", "",
+          "Per update, the valid candidates (revisions of the minimal seed on the paper-train contexts of that "
+          "update): how many are near-copies of a zoo harness (difflib ratio >= 0.8 to a file of seeds/zoo), the "
+          "mean J of those and of the others, and the share of all J that the near-copies earned. Each update sees "
+          "new contexts: a training-signal view, not a held-out one (that is the transfer table's column).", "",
+          "| update | valid | near-copies | share | J near-copies | J others | share of J from copies |",
+          "|---|---|---|---|---|---|---|"]
+    md += [f"| {r['update']} | {r['valid']} | {r['near_copies']} | {f(r['near_copy_share'], 2)} | {f(r['J_near'])} | "
+           f"{f(r['J_other'])} | {f(r['J_from_copies'], 2)} |" for r in rows]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    xs = [r["update"] for r in rows]
+    ax.plot(xs, [r["near_copy_share"] for r in rows], "-o", label="share of valid candidates that copy the zoo")
+    ax.plot(xs, [r["J_near"] for r in rows], "--s", label="mean J, near-copies")
+    ax.plot(xs, [r["J_other"] for r in rows], "--^", label="mean J, the others")
+    ax.set_xlabel("update")
+    png = save(fig, ax, out, "grpo_zoo_copies.png", "GRPO candidates: zoo near-copies (small-model result)")
+    return [*md, "", f"![{png}]({png})", ""]
+
+
 def plots(tr: dict[str, Any], grpo: dict[str, Any] | None, out: Path) -> list[str]:
     import matplotlib
 
@@ -302,6 +376,7 @@ def main(argv: list[str] | None = None) -> None:
         md += [Path(a.notes).read_text().strip(), ""]
     md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
     md += grpo_sections(grpo_runs(a.grpo_run, ret), grpo, out)
+    md += copies_md(rollout_copies(ret / "rollouts.jsonl.gz"), out)
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
     md += transfer_md(tr) if rows else ["No transfer table yet: the eval stage has not run on these files.", ""]

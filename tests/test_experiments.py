@@ -86,3 +86,49 @@ def test_experiments_and_benchmarks_are_recipes_over_the_public_api() -> None:
                 for name in names:
                     assert not name.startswith("_"), f"{where}: private name {mod}.{name}"
                     assert hasattr(module, name) or importlib.util.find_spec(f"{mod}.{name}"), f"{where}: {mod}.{name}"
+
+
+# ---------------------------------------------------------------------- GRPO rollouts against the zoo
+def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    import qwen12_report as rep
+
+    from harnesslearn import zoo
+    from harnesslearn.harness import harness_id, load_harness
+
+    seed = load_harness("minimal").source
+    solve = seed[seed.index("def solve"):]
+
+    def edit(new_solve: str) -> str:
+        return f"<<<<<<< SEARCH\n{solve}=======\n{new_solve}>>>>>>> REPLACE\n"
+    loop = zoo.source("interpreter_loop")
+    novel = ('def solve(model, question):\n    votes = [model(f"Q: {question}\\nA:", max_tokens=32, temperature=0.9)'
+             '.strip() for _ in range(3)]\n    return max(set(votes), key=votes.count)\n')
+    back = f"<<<<<<< SEARCH\n{seed}=======\n{loop}>>>>>>> REPLACE\n"  # the whole zoo file written back
+    cands = [{"valid": True, "proposal": back, "J": 0.5},
+             {"valid": True, "proposal": edit(novel), "J": 0.1},
+             {"valid": False, "proposal": "no edit", "J": 0.0}]
+    path = tmp_path / "rollouts.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"step": 0, "parent_id": harness_id(seed), "candidates": cands}) + "\n")
+        f.write(json.dumps({"step": 1, "parent_id": "another parent", "candidates": cands[:1]}) + "\n")
+    rows = rep.rollout_copies(path)
+    assert [r["update"] for r in rows] == [1, 2]
+    assert rows[0]["valid"] == 2 and rows[0]["near_copies"] == 1 and rows[0]["near_copy_share"] == 0.5
+    assert rows[0]["J_near"] == 0.5 and rows[0]["J_other"] == 0.1 and abs(rows[0]["J_from_copies"] - 0.5 / 0.6) < 1e-9
+    assert rows[1]["valid"] == 0 and rows[1]["skipped"] == 1 and rows[1]["near_copy_share"] is None
+    md = rep.copies_md(rows, tmp_path)
+    assert (tmp_path / "grpo_zoo_copies.png").is_file() and any(line.startswith("| 1 | 2 | 1 |") for line in md)
+
+
+def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
+    import difflib
+
+    from harnesslearn import zoo
+
+    text = zoo.source("interpreter_loop").replace("ATTEMPTS = 3", "ATTEMPTS = 4") + "\n# a note\n"
+    full = max(((n, difflib.SequenceMatcher(None, text, zoo.source(n), autojunk=False).ratio()) for n in zoo.ENTRIES),
+               key=lambda x: x[1])
+    assert zoo.nearest(text) == full and full[0] == "interpreter_loop"

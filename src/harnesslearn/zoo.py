@@ -82,7 +82,11 @@ def nearest(source_text: str) -> tuple[str, float]:
 
     best = ("", 0.0)
     for name in ENTRIES:
-        ratio = difflib.SequenceMatcher(None, source_text, source(name), autojunk=False).ratio()
+        sm = difflib.SequenceMatcher(None, source_text, source(name), autojunk=False)
+        # the quick ratios bound ratio() from above: a file that cannot beat the best so far is skipped (exact)
+        if best[0] and (sm.real_quick_ratio() <= best[1] or sm.quick_ratio() <= best[1]):
+            continue
+        ratio = sm.ratio()
         if ratio > best[1]:
             best = (name, ratio)
     return best
