@@ -6,9 +6,12 @@ generation, GRPO rewards and evaluation (short, dependent solver calls from many
 engine runs in the same invocation or is appended to the same JSON file, so engines compare under
 the same workload:
 
-    # on the H200 (see experiments/device/README.md for getting the model and wheels there)
+    # on the H200 (experiments/results/qwen/COMMANDS.md: the model and wheels there, the solver server)
     python3 benchmarks/gpu_eval.py --engine vllm --model DIR --minutes 3
     python3 benchmarks/gpu_eval.py --engine hf --model DIR --minutes 3
+    # against the running solver server, the trusted side in K Ray shards (bundle D: setup.sh ray)
+    python3 benchmarks/gpu_eval.py --solver 'openai:qwen?base_url=http://127.0.0.1:8000/v1' --executor shards:4 \
+        --concurrency 256 --minutes 3 --label h200-shards4
     # anywhere, as a dry run of the code path (a rule-based solver; no GPU figures)
     python3 benchmarks/gpu_eval.py --solver python:tests/zoo_solver.py:six --minutes 0.2 --concurrency 8 --out /tmp/g.json
 

@@ -9,6 +9,7 @@
 #     experiments/device/setup.sh vllm    # bundle B complete: install vllm and its wheels
 #     experiments/device/setup.sh peers   # bundle C complete: GEPA's and OpenEvolve's wheels in /tmp/peer-wheels
 #                                         # (benchmarks/peers/run.py --peer-wheels /tmp/peer-wheels)
+#     experiments/device/setup.sh ray     # bundle D complete: install Ray (--executor shards:K or ray)
 #     experiments/device/setup.sh check   # versions, the GPU, the model folder once converted
 # Everything installs with --no-deps --no-index into /tmp/site (PYTHONPATH); the image's torch 2.11 stays.
 # Source it afterwards for the environment: . experiments/device/env.sh
@@ -57,6 +58,12 @@ case "${1:-}" in
     unpack c
     rm -rf /tmp/peer-wheels && mv "$D/c" /tmp/peer-wheels
     echo "peer wheels in /tmp/peer-wheels: $(ls /tmp/peer-wheels | wc -l)" ;;
+  ray)
+    unpack d
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$D"/d/*.whl
+    rm -rf "$D/d"
+    python3 -m compileall -q -j 16 /tmp/site/ray >/dev/null 2>&1 || true
+    python3 -c "import ray; print('ray', ray.__version__)" ;;
   check)
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)"
     python3 -c "import vllm; print('vllm', vllm.__version__)" 2>&1 | tail -1 || true
@@ -64,5 +71,5 @@ case "${1:-}" in
     nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu --format=csv,noheader || true
     tail -2 "$D/convert.log" 2>/dev/null || true
     ls "$HARNESSLEARN_CACHE_DIR/models/$MODEL-hf-bf16" 2>/dev/null | tr '\n' ' ' || true; echo ;;
-  *) echo "usage: setup.sh keep|ours|vllm|peers|check" >&2; exit 2 ;;
+  *) echo "usage: setup.sh keep|ours|vllm|peers|ray|check" >&2; exit 2 ;;
 esac
