@@ -5,6 +5,7 @@ the first time on the device."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -132,3 +133,28 @@ def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
     full = max(((n, difflib.SequenceMatcher(None, text, zoo.source(n), autojunk=False).ratio()) for n in zoo.ENTRIES),
                key=lambda x: x[1])
     assert zoo.nearest(text) == full and full[0] == "interpreter_loop"
+
+
+# ---------------------------------------------------------------------- the device's solver server
+def test_serve_solver_modes_and_the_eager_fallback() -> None:
+    sys.path.insert(0, str(EXP / "device"))
+    try:
+        import serve_solver as ss
+    finally:
+        sys.path.remove(str(EXP / "device"))
+    graphs = ss.argv("/m", 0.3, "graphs")
+    cc = json.loads(graphs[graphs.index("--compilation-config") + 1])
+    assert cc == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"} and "--enforce-eager" not in graphs
+    assert "--enforce-eager" in ss.argv("/m", 0.3, "eager") and "--compilation-config" not in ss.argv("/m", 0.3, "compile")
+    with pytest.raises(SystemExit, match="mode must be one of"):
+        ss.argv("/m", 0.3, "fast")
+    for rc, fell_back in ((1, True), (-15, False), (0, False)):
+        calls: list[list[str]] = []
+        execs: list[list[str]] = []
+        ss.serve("/m", 0.3, "graphs", call=lambda a, rc=rc, calls=calls: calls.append(list(a)) or rc,
+                 execv=lambda p, a, execs=execs: execs.append(list(a)))
+        assert calls == [graphs]
+        assert execs == ([ss.argv("/m", 0.3, "eager")] if fell_back else [])
+    execs = []
+    ss.serve("/m", 0.3, "eager", call=lambda a: 1 / 0, execv=lambda p, a: execs.append(list(a)))
+    assert execs == [ss.argv("/m", 0.3, "eager")]

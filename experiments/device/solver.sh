@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On the H200, after setup.sh: one solver server for every job of a stretch (vLLM's start, ~3.5 min for
 # the 1.5B, is paid once), reached as  openai:qwen?base_url=http://127.0.0.1:8000/v1
-#     experiments/device/solver.sh start [SHARE] [eager]   # detached: waits for the model's conversion, then
-#                              # serves it with SHARE (default 0.3) of GPU memory (eager: no torch.compile or CUDA
-#                              # graphs, a faster start, slower decoding); log /tmp/dev/solver.log
+#     experiments/device/solver.sh start [SHARE] [MODE]   # detached: waits for the model's conversion, then
+#                              # serves it with SHARE (default 0.3) of GPU memory; MODE eager | graphs | compile
+#                              # (default compile; serve_solver.py says what each costs and gains; a graphs or
+#                              # compile server that fails is replaced by an eager one); log /tmp/dev/solver.log
 #     experiments/device/solver.sh wait [SECONDS]  # until it answers (default 600 s); exit 1 if it did not
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,14 +12,11 @@ cd "$(dirname "$0")/../.."
 D=/tmp/dev
 case "${1:-}" in
   start)
-    rm -rf "$D/solver-src" && cp -r src "$D/solver-src"
+    rm -rf "$D/solver-src" && cp -r src "$D/solver-src" && cp experiments/device/serve_solver.py "$D/serve_solver.py"
     (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" setsid nohup bash -c "
       while [ ! -f '$HL_MODEL/config.json' ]; do sleep 2; done
-      exec python3 -c \"import os; from harnesslearn.models.served import vllm_argv
-a = vllm_argv('$HL_MODEL', 8000, served_name='qwen', gpu_memory_utilization=${2:-0.3}, max_num_seqs=512,
-              enforce_eager='${3:-}' == 'eager')
-os.execv(a[0], a)\"" > "$D/solver.log" 2>&1 < /dev/null &)
-    echo "solver server starting (log $D/solver.log)" ;;
+      exec python3 $D/serve_solver.py '$HL_MODEL' ${2:-0.3} ${3:-compile}" > "$D/solver.log" 2>&1 < /dev/null &)
+    echo "solver server starting, mode ${3:-compile} (log $D/solver.log)" ;;
   wait)
     end=$((SECONDS + ${2:-600}))
     until python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/v1/models', timeout=3)" 2>/dev/null; do
@@ -26,5 +24,5 @@ os.execv(a[0], a)\"" > "$D/solver.log" 2>&1 < /dev/null &)
       sleep 3
     done
     echo "solver server ready after ${SECONDS}s of waiting" ;;
-  *) echo "usage: solver.sh start [SHARE] | wait [SECONDS]" >&2; exit 2 ;;
+  *) echo "usage: solver.sh start [SHARE] [eager|graphs|compile] | wait [SECONDS]" >&2; exit 2 ;;
 esac
