@@ -152,6 +152,50 @@ def rollout_copies(path: Path) -> list[dict[str, Any]]:
              else None} for u in (by[k] for k in sorted(by))]
 
 
+def reward_anatomy(path: Path) -> list[dict[str, Any]]:
+    """Per GRPO update, from the rollout log (runs of session 31 on; older logs lack the fields): the evaluated
+    candidates' wall seconds (p50, p90, max), their slowest run, solver calls per candidate, and the share of
+    runs that hit their time limit: where the reward phase's time goes."""
+    import gzip
+
+    if not path.is_file():
+        return []
+    opener = gzip.open if path.suffix == ".gz" else open
+    by: dict[int, list[dict[str, Any]]] = {}
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                by.setdefault(int(r["step"]) + 1, []).extend(
+                    c for c in r.get("candidates", []) if c.get("statuses"))
+    out = []
+    for u in sorted(by):
+        cs = by[u]
+        if not cs:
+            continue
+        secs = sorted(float(c["seconds"]) for c in cs)
+        runs = sum(sum(c["statuses"].values()) for c in cs)
+        out.append({"update": u, "evaluated": len(cs), "p50_s": secs[len(secs) // 2],
+                    "p90_s": secs[min(len(secs) - 1, int(0.9 * len(secs)))], "max_s": secs[-1],
+                    "slowest_run_s": max(float(c["slowest_run_s"]) for c in cs),
+                    "solver_calls": sum(int(c["solver_calls"]) for c in cs) / len(cs),
+                    "timeout_share": sum(int(c["statuses"].get("timeout", 0)) for c in cs) / runs if runs else 0.0})
+    return out
+
+
+def anatomy_md(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    md = ["## GRPO reward phase: where its time goes (rollout log)", "",
+          "Per update: the evaluated candidates' wall seconds (each is n_score runs in parallel), the slowest single "
+          "run, solver calls per candidate, and the share of runs that hit their time limit.", "",
+          "| update | evaluated | p50 s | p90 s | max s | slowest run s | solver calls / candidate | timeouts |",
+          "|---|---|---|---|---|---|---|---|"]
+    md += [f"| {r['update']} | {r['evaluated']} | {r['p50_s']:.1f} | {r['p90_s']:.1f} | {r['max_s']:.1f} | "
+           f"{r['slowest_run_s']:.1f} | {r['solver_calls']:.1f} | {r['timeout_share']:.2f} |" for r in rows]
+    return [*md, ""]
+
+
 def copies_md(rows: list[dict[str, Any]], out: Path) -> list[str]:
     """The table and plot of ``rollout_copies``."""
     if not rows:
@@ -377,6 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
     md += grpo_sections(grpo_runs(a.grpo_run, ret), grpo, out)
     md += copies_md(rollout_copies(ret / "rollouts.jsonl.gz"), out)
+    md += anatomy_md(reward_anatomy(ret / "rollouts.jsonl.gz"))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
     md += transfer_md(tr) if rows else ["No transfer table yet: the eval stage has not run on these files.", ""]

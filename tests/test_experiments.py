@@ -158,3 +158,24 @@ def test_serve_solver_modes_and_the_eager_fallback() -> None:
     execs = []
     ss.serve("/m", 0.3, "eager", call=lambda a: 1 / 0, execv=lambda p, a: execs.append(list(a)))
     assert execs == [ss.argv("/m", 0.3, "eager")]
+
+
+def test_reward_anatomy_reads_the_timing_of_newer_rollouts_and_skips_older_ones(tmp_path: Path) -> None:
+    import gzip
+
+    import qwen12_report as rep
+
+    def cand(sec: float, slow: float, calls: int, statuses: dict | None) -> dict:
+        return {"valid": True, "seconds": sec, "slowest_run_s": slow, "solver_calls": calls, "statuses": statuses}
+    path = tmp_path / "rollouts.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"step": 0, "candidates": [{"valid": True, "J": 0.1}]}) + "\n")  # before the fields
+        f.write(json.dumps({"step": 1, "candidates": [cand(2.0, 1.5, 4, {"ok": 4}), cand(9.0, 9.0, 12, {"ok": 2,
+                                                                                                      "timeout": 2}),
+                                                    {"valid": False, "seconds": 0.0, "statuses": None}]}) + "\n")
+    rows = rep.reward_anatomy(path)
+    assert [r["update"] for r in rows] == [2]
+    r = rows[0]
+    assert r["evaluated"] == 2 and r["max_s"] == 9.0 and r["slowest_run_s"] == 9.0 and r["solver_calls"] == 8.0
+    assert r["timeout_share"] == 0.25
+    assert rep.anatomy_md(rows)[-2].startswith("| 2 | 2 |")

@@ -150,3 +150,16 @@ def test_rollout_log_gzip_appends_one_member_per_update_and_reads_back_whole(tmp
     assert back == plain.path.read_text(encoding="utf-8")
     assert [json.loads(line)["step"] for line in back.splitlines()] == [0, 1, 2]
     assert gz.path.stat().st_size * 4 < plain.path.stat().st_size
+
+
+def test_a_reward_says_where_its_time_went(env) -> None:
+    """Each reward carries its evaluation's wall seconds, slowest run, solver calls and runs by status: the
+    rollout log's view of GRPO's reward phase (stretch 5 on the H200: 20 s of a 44 s update)."""
+    task, solver = env
+    extra = COMPUTE.replace("    return str(eval", "    model('again', max_tokens=4)\n    return str(eval")
+    compute, raises, twice, unparsed = _run(task, solver, [COMPUTE, RAISES, extra, "no blocks at all"])
+    assert compute.solver_calls == 4 and twice.solver_calls == 8  # the minimal seed's one call a run, + one
+    assert compute.statuses == {"ok": 4} and raises.statuses is not None and sum(raises.statuses.values()) == 4
+    assert "ok" not in raises.statuses
+    assert 0 < compute.slowest_run_s <= compute.seconds
+    assert unparsed.seconds == 0.0 and unparsed.solver_calls == 0 and unparsed.statuses is None

@@ -45,6 +45,12 @@ class RewardResult:
     harness_id: str | None = None  # the candidate harness, when produced
     n_scored: int = 0  # runs that counted (not infra_error)
     n_infra: int = 0
+    # where a reward's time goes (the rollout log's view of the reward phase): the evaluation's wall seconds,
+    # its slowest run, its solver calls, and its runs by status (timeouts are the tail to look for)
+    seconds: float = 0.0
+    slowest_run_s: float = 0.0
+    solver_calls: int = 0
+    statuses: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,11 +93,14 @@ async def harness_reward(
     except InfraError as e:
         return RewardResult(None, None, True, True, None, True, f"infra_error: {e}", child.id)
     n_infra = ev.infra_failures
+    timing = (round(ev.wall_s, 3), round(max((p.wall_s for p in ev.problems), default=0.0), 3), ev.solver_calls,
+              ev.status_counts())
     if ev.J is None or ev.completion_rate is None:  # every run was an infrastructure failure
-        return RewardResult(None, None, True, True, None, True, "infra_error", child.id, 0, n_infra)
+        return RewardResult(None, None, True, True, None, True, "infra_error", child.id, 0, n_infra, *timing)
     J, completion_rate = ev.J, ev.completion_rate
     r = reward_value(J, True, True, completion_rate)
-    return RewardResult(r, J, True, True, completion_rate, True, None, child.id, len(ev.problems) - n_infra, n_infra)
+    return RewardResult(r, J, True, True, completion_rate, True, None, child.id, len(ev.problems) - n_infra, n_infra,
+                        *timing)
 
 
 @dataclass(frozen=True)
