@@ -179,3 +179,21 @@ def test_reward_anatomy_reads_the_timing_of_newer_rollouts_and_skips_older_ones(
     assert r["evaluated"] == 2 and r["max_s"] == 9.0 and r["slowest_run_s"] == 9.0 and r["solver_calls"] == 8.0
     assert r["timeout_share"] == 0.25
     assert rep.anatomy_md(rows)[-2].startswith("| 2 | 2 |")
+
+
+def test_serve_solver_serves_adapters_by_name_and_refuses_a_folder_without_one(tmp_path: Path) -> None:
+    sys.path.insert(0, str(EXP / "device"))
+    try:
+        import serve_solver as ss
+    finally:
+        sys.path.remove(str(EXP / "device"))
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "adapter_config.json").write_text("{}")
+    lora = ss.loras(f"sft={tmp_path / 'sft'}")
+    a = ss.argv("/m", 0.3, "graphs", lora)
+    assert "--enable-lora" in a and a[a.index("--lora-modules") + 1] == f"sft={tmp_path / 'sft'}"
+    with pytest.raises(SystemExit, match="LORA must be"):
+        ss.loras(f"rl={tmp_path / 'nothing'}")
+    execs: list[list[str]] = []
+    ss.serve("/m", 0.3, "graphs", lora, call=lambda a: 1, execv=lambda p, a: execs.append(list(a)))
+    assert execs == [ss.argv("/m", 0.3, "eager", lora)]  # the fallback keeps the adapters

@@ -307,19 +307,31 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
     arms whose adapter is missing are left out. On vLLM the adapters are served by name by the solver's own
     server; in process they are merged."""
     from harnesslearn.models import load_model
+    from harnesslearn.transfer.served import served_arm, served_models, solver_url
 
+    shared = solver_url(s.solver)  # a running server: its own model and adapters, where it serves this run's
+    models = await asyncio.to_thread(served_models, shared[1]) if shared else {}
     arms: dict[str, ModelBackend | None] = {}
     for arm in dict.fromkeys(a.removesuffix("_mem") for a in names or s.eval.arms):  # X_mem: X's proposer + memory
+        served = shared and served_arm(arm, models, solver_name=shared[0], base_model=s.model,
+                                       adapter=adapter_dir(ret, arm))
         if arm == "zoo":
             arms[arm] = None
         elif arm != "base" and not adapter_dir(ret, arm).is_dir():
             print(f"[transfer] no {arm}_adapter, arm {arm} left out", file=sys.stderr, flush=True)
+        elif shared and served:
+            arms[arm] = load_model(f"openai:{served}", base_url=shared[1], prefill=True, timeout=300.0)
+            print(f"[transfer] arm {arm}: proposer {served!r} on the solver's server", file=sys.stderr, flush=True)
         elif s.engine == "vllm" and not s.solver:
             arms[arm] = rt.solver if arm == "base" else load_model(f"openai:{arm}", base_url=rt.base_url, prefill=True,
                                                                     timeout=300.0)
         elif arm == "base":
             arms[arm] = rt.solver if not s.solver else load_model(f"hf:{s.model}", max_batch=128)
         else:
+            if shared:
+                print(f"[transfer] arm {arm}: the solver's server does not serve {adapter_dir(ret, arm)} as {arm!r}; "
+                      "merged and run in process (slow: start the server with it, solver.sh start ... LORA)",
+                      file=sys.stderr, flush=True)
             path = await asyncio.to_thread(merge, s.model, adapter_dir(ret, arm), work / f"merged_{arm}")
             arms[arm] = load_model(f"hf:{path}", max_batch=128, dtype="float32")
     return arms

@@ -1,0 +1,93 @@
+"""Proposer arms on a running solver server: what /v1/models says it serves, and which arm may use it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from harnesslearn.transfer.served import served_arm, served_models, solver_url
+
+
+def _server(models: list[dict]) -> ThreadingHTTPServer:
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = json.dumps({"object": "list", "data": models}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_the_server_serves_the_base_and_this_runs_adapters_by_name(tmp_path: Path) -> None:
+    base, sft, old_rl = tmp_path / "model", tmp_path / "ret" / "sft_adapter", tmp_path / "old" / "adapter"
+    for d in (base, sft, old_rl):
+        d.mkdir(parents=True)
+    # as vLLM lists them: the base under its served name, LoRA modules with their folders as root
+    srv = _server([{"id": "qwen", "root": str(base)}, {"id": "sft", "root": str(sft), "parent": "qwen"},
+                   {"id": "rl", "root": str(old_rl), "parent": "qwen"}])
+    try:
+        url = f"http://127.0.0.1:{srv.server_port}/v1"
+        name_url = solver_url(f"openai:qwen?base_url={url}&timeout=300&prefill=true")
+        assert name_url == ("qwen", url)
+        models = served_models(url)
+        assert models == {"qwen": str(base), "sft": str(sft), "rl": str(old_rl)}
+        kw = {"solver_name": "qwen", "base_model": str(base)}
+        assert served_arm("base", models, adapter=tmp_path / "x", **kw) == "qwen"
+        assert served_arm("sft", models, adapter=sft, **kw) == "sft"
+        # an adapter served from another folder is not this run's: the stage must not use it
+        assert served_arm("rl", models, adapter=tmp_path / "ret" / "grpo" / "state" / "adapter", **kw) is None
+        # a server of another model is not the base proposer
+        assert served_arm("base", models, solver_name="qwen", base_model=str(tmp_path / "other"),
+                          adapter=tmp_path) is None
+    finally:
+        srv.shutdown()
+
+
+def test_no_shared_server_no_listing() -> None:
+    assert solver_url(None) is None and solver_url("vllm:/m") is None and solver_url("openai:gpt") is None
+    assert served_models("http://127.0.0.1:9/v1", timeout=1.0) == {}
+
+
+def test_a_stage_takes_its_proposers_from_the_server_that_serves_them(tmp_path: Path, monkeypatch) -> None:
+    """proposers(): base and sft from the solver's server (openai: clients at its URL); rl, served from another
+    folder, falls back to the in-process path (here: its merge, stubbed), with a line saying why."""
+    import asyncio
+
+    from harnesslearn.transfer import stages
+    from harnesslearn.transfer.settings import TransferSettings
+
+    base, ret = tmp_path / "model", tmp_path / "ret"
+    for d in (base, ret / "sft_adapter", ret / "grpo" / "state" / "adapter"):
+        d.mkdir(parents=True)
+    srv = _server([{"id": "qwen", "root": str(base)}, {"id": "sft", "root": str(ret / "sft_adapter")},
+                   {"id": "rl", "root": str(tmp_path / "elsewhere")}])
+    merged: list[str] = []
+
+    def fake_merge(model: str, adapter: Path, dst: Path) -> str:
+        merged.append(adapter.name)
+        raise RuntimeError("in-process path taken")
+    try:
+        url = f"http://127.0.0.1:{srv.server_port}/v1"
+        s = TransferSettings(model=str(base), solver=f"openai:qwen?base_url={url}&prefill=true", work=str(tmp_path))
+        monkeypatch.setattr(stages, "merge", fake_merge)
+        arms = asyncio.run(stages.proposers(s, None, ret, tmp_path, names=("zoo", "base", "sft")))  # type: ignore[arg-type]
+        assert arms["zoo"] is None
+        assert arms["base"] is not None and arms["base"].spec == "openai:qwen"
+        assert arms["sft"] is not None and arms["sft"].spec == "openai:sft"
+        assert getattr(arms["sft"], "base_url", getattr(getattr(arms["sft"], "inner", None), "base_url", None)) == url
+        with pytest.raises(RuntimeError, match="in-process path taken"):
+            asyncio.run(stages.proposers(s, None, ret, tmp_path, names=("rl",)))  # type: ignore[arg-type]
+        assert merged == ["adapter"]
+    finally:
+        srv.shutdown()
