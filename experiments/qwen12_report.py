@@ -113,7 +113,8 @@ def rollout_copies(path: Path) -> list[dict[str, Any]]:
     """Per GRPO update, from the rollout log: of the valid candidates (revisions of the minimal seed), how many
     are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the others.
     The training signal's view of "beyond what it was shown": J earned by copying the zoo back (which the SFT
-    rows taught) against J earned by anything else. Candidates of another parent are skipped (counted)."""
+    rows taught) against J earned by anything else. Candidates of another parent, or not scored (an
+    infrastructure failure: J None), are skipped (counted)."""
     import gzip
 
     from harnesslearn import zoo
@@ -137,7 +138,7 @@ def rollout_copies(path: Path) -> list[dict[str, Any]]:
                 if not c.get("valid"):
                     continue
                 new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
-                if new is None:
+                if new is None or c.get("J") is None:  # another parent, or not scored (infrastructure)
                     u["skipped"] += 1
                     continue
                 u["valid"] += 1

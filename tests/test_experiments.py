@@ -6,6 +6,7 @@ the first time on the device."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -108,16 +109,18 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     novel = ('def solve(model, question):\n    votes = [model(f"Q: {question}\\nA:", max_tokens=32, temperature=0.9)'
              '.strip() for _ in range(3)]\n    return max(set(votes), key=votes.count)\n')
     back = f"<<<<<<< SEARCH\n{seed}=======\n{loop}>>>>>>> REPLACE\n"  # the whole zoo file written back
-    cands = [{"valid": True, "proposal": back, "J": 0.5},
+    cands = [{"valid": True, "proposal": back, "J": None},  # an infrastructure failure: not scored, skipped
+             {"valid": True, "proposal": back, "J": 0.5},
              {"valid": True, "proposal": edit(novel), "J": 0.1},
              {"valid": False, "proposal": "no edit", "J": 0.0}]
     path = tmp_path / "rollouts.jsonl.gz"
     with gzip.open(path, "wt") as f:
         f.write(json.dumps({"step": 0, "parent_id": harness_id(seed), "candidates": cands}) + "\n")
-        f.write(json.dumps({"step": 1, "parent_id": "another parent", "candidates": cands[:1]}) + "\n")
+        f.write(json.dumps({"step": 1, "parent_id": "another parent", "candidates": cands[1:2]}) + "\n")
     rows = rep.rollout_copies(path)
     assert [r["update"] for r in rows] == [1, 2]
     assert rows[0]["valid"] == 2 and rows[0]["near_copies"] == 1 and rows[0]["near_copy_share"] == 0.5
+    assert rows[0]["skipped"] == 1
     assert rows[0]["J_near"] == 0.5 and rows[0]["J_other"] == 0.1 and abs(rows[0]["J_from_copies"] - 0.5 / 0.6) < 1e-9
     assert rows[1]["valid"] == 0 and rows[1]["skipped"] == 1 and rows[1]["near_copy_share"] is None
     md = rep.copies_md(rows, tmp_path)
@@ -133,6 +136,16 @@ def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
     full = max(((n, difflib.SequenceMatcher(None, text, zoo.source(n), autojunk=False).ratio()) for n in zoo.ENTRIES),
                key=lambda x: x[1])
     assert zoo.nearest(text) == full and full[0] == "interpreter_loop"
+    # a tie keeps the first of the zoo's order, as the unpruned loop's strict '>' does
+    first, second = list(zoo.ENTRIES)[:2]
+    twins = {first: "abc def", second: "abc def"}
+    orig = zoo.source
+    try:
+        zoo.source = lambda name: twins.get(name, "zzzzzzzzzzzzzzzzzzzzzzzz")  # type: ignore[assignment]
+        assert zoo.nearest("abc def") == (first, 1.0)
+        assert zoo.nearest("abc xyz")[0] == first
+    finally:
+        zoo.source = orig  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------- the device's solver server
@@ -194,6 +207,12 @@ def test_serve_solver_serves_adapters_by_name_and_refuses_a_folder_without_one(t
     assert "--enable-lora" in a and a[a.index("--lora-modules") + 1] == f"sft={tmp_path / 'sft'}"
     with pytest.raises(SystemExit, match="LORA must be"):
         ss.loras(f"rl={tmp_path / 'nothing'}")
+    cwd = os.getcwd()
+    try:  # a relative folder is made absolute: the server runs from another folder than the stages
+        os.chdir(tmp_path)
+        assert ss.loras("sft=sft") == {"sft": str(tmp_path / "sft")}
+    finally:
+        os.chdir(cwd)
     execs: list[list[str]] = []
     ss.serve("/m", 0.3, "graphs", lora, call=lambda a: 1, execv=lambda p, a: execs.append(list(a)))
     assert execs == [ss.argv("/m", 0.3, "eager", lora)]  # the fallback keeps the adapters

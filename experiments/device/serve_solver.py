@@ -39,7 +39,7 @@ def loras(text: str) -> dict[str, str]:
         name, sep, path = part.partition("=")
         if not sep or not name or not os.path.isfile(os.path.join(path, "adapter_config.json")):
             raise SystemExit(f"serve_solver: LORA must be NAME=ADAPTER_DIR,...; {part!r} is not")
-        out[name] = path
+        out[name] = os.path.abspath(path)  # the server runs elsewhere; the stages compare absolute folders
     return out
 
 

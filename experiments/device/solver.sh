@@ -14,9 +14,11 @@ D=/tmp/dev
 case "${1:-}" in
   start)
     rm -rf "$D/solver-src" && cp -r src "$D/solver-src" && cp experiments/device/serve_solver.py "$D/serve_solver.py"
-    (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" setsid nohup bash -c "
-      while [ ! -f '$HL_MODEL/config.json' ]; do sleep 2; done
-      exec python3 $D/serve_solver.py '$HL_MODEL' ${2:-0.3} ${3:-compile} ${4:-}" > "$D/solver.log" 2>&1 < /dev/null &)
+    # the arguments go to the detached shell as its own positional parameters, never pasted into its script
+    (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" setsid nohup bash -c '
+      while [ ! -f "$2/config.json" ]; do sleep 2; done
+      exec python3 "$1" "${@:2}"' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" ${4:+"$4"} \
+      > "$D/solver.log" 2>&1 < /dev/null &)
     echo "solver server starting, mode ${3:-compile} (log $D/solver.log)" ;;
   wait)
     end=$((SECONDS + ${2:-600}))

@@ -19,7 +19,8 @@ pack() {
   cp /tmp/dev/jobs.log "$OUT/.jobs.log" 2>/dev/null && mv "$OUT/.jobs.log" "$OUT/jobs.log"
   cp /tmp/dev/metrics.log "$OUT/.metrics.log" 2>/dev/null && mv "$OUT/.metrics.log" "$OUT/metrics.log"
   # the solver server's start (where its ~150 s went; its request log after that is not needed)
-  head -c 300000 /tmp/dev/solver.log > "$OUT/.solver_start.log" 2>/dev/null && mv "$OUT/.solver_start.log" "$OUT/solver_start.log"
+  [ -f /tmp/dev/solver.log ] && head -c 300000 /tmp/dev/solver.log > "$OUT/.solver_start.log" \
+    && mv "$OUT/.solver_start.log" "$OUT/solver_start.log"
 }
 next=$((SECONDS + EVERY))
 while [ $SECONDS -lt $end ] && [ ! -f /tmp/dev/jobs.done ]; do

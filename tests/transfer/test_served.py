@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from harnesslearn.transfer.served import served_arm, served_models, solver_url
+from harnesslearn.transfer.served import served_arm, served_models, server_started, solver_url
 
 
-def _server(models: list[dict]) -> ThreadingHTTPServer:
+def _server(models: list[dict], started: float | None = None) -> ThreadingHTTPServer:
     class H(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = json.dumps({"object": "list", "data": models}).encode()
-            self.send_response(200 if self.path == "/v1/models" else 404)
+            if self.path == "/metrics":  # as Prometheus' process collector writes it
+                body = (f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {started}\n"
+                        if started is not None else "vllm:num_requests_running 0\n").encode()
+            else:
+                body = json.dumps({"object": "list", "data": models}).encode()
+            self.send_response(200 if self.path in ("/v1/models", "/metrics") else 404)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -91,3 +95,28 @@ def test_a_stage_takes_its_proposers_from_the_server_that_serves_them(tmp_path: 
         assert merged == ["adapter"]
     finally:
         srv.shutdown()
+
+
+def test_an_adapter_rewritten_after_the_server_started_is_not_taken_from_it(tmp_path: Path) -> None:
+    """A server loads its LoRA modules once: GRPO updates written after its start would leave it proposing with
+    an older adapter, so the arm falls back; an empty root is never a match."""
+    import os
+    import time
+
+    rl = tmp_path / "adapter"
+    rl.mkdir()
+    (rl / "adapter_model.safetensors").write_bytes(b"x")
+    now = time.time()
+    os.utime(rl / "adapter_model.safetensors", (now - 100, now - 100))
+    models = {"qwen": str(tmp_path), "rl": str(rl), "sft": ""}
+    kw = {"solver_name": "qwen", "base_model": str(tmp_path), "adapter": rl}
+    assert served_arm("rl", models, started=now - 200, **kw) is None  # written after the start
+    assert served_arm("rl", models, started=now - 50, **kw) == "rl"
+    assert served_arm("rl", models, started=None, **kw) == "rl"  # the server does not say: the folder decides
+    assert served_arm("sft", models, solver_name="qwen", base_model=str(tmp_path), adapter=Path.cwd()) is None
+    for started in (now - 50, None):
+        srv = _server([], started)
+        try:
+            assert server_started(f"http://127.0.0.1:{srv.server_port}/v1") == started
+        finally:
+            srv.shutdown()

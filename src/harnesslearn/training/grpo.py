@@ -310,7 +310,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     left = total_updates(cfg) - step0
     if left <= 0:
         print(f"harnesslearn: GRPO already ran its {step0} updates ({state.dir})", file=sys.stderr)
-        return {"command": "grpo", "contexts": 0, "steps": step0, "new_steps": 0, "reward_parts": [],
+        return {"command": "grpo", "contexts": 0, "steps": step0, "new_steps": 0, "reward_parts": [], "resumed_from": step0,
                 "adapter": str(state.adapter), "state": str(state.dir), "output_dir": cfg.output_dir,
                 "run_dir": cfg.run_dir}
     t0 = time.perf_counter()

@@ -4,8 +4,9 @@ A stage given such a solver can run its proposer arms on the same server when th
 model under the solver's own name, and the SFT / RL adapters as LoRA modules named ``sft`` / ``rl`` (``vllm serve
 --enable-lora --lora-modules sft=PATH rl=PATH``; ``experiments/device/solver.sh start ... LORA``). The server's
 ``/v1/models`` says what it serves and from where (vLLM's ``root``: the model folder, or the adapter's folder), so
-an arm is taken from the server only if the folder matches this run's (``served_arm``); otherwise the stage falls
-back to an in-process engine, as before.
+an arm is taken from the server only if the folder matches this run's and was not rewritten since the server
+started (its ``/metrics`` says when: a GRPO update after the start would leave the server with an older adapter)
+(``served_arm``); otherwise the stage falls back to an in-process engine, as before.
 """
 
 from __future__ import annotations
@@ -36,16 +37,48 @@ def served_models(base_url: str, timeout: float = 10.0) -> dict[str, str]:
     return {str(m.get("id")): str(m.get("root") or "") for m in data.get("data", []) if isinstance(m, dict)}
 
 
+def server_started(base_url: str, timeout: float = 10.0) -> float | None:
+    """When the server's process started (epoch seconds: ``process_start_time_seconds`` of its ``/metrics``,
+    which vLLM's Prometheus endpoint exports on Linux), or None if it does not say."""
+    url = base_url.rstrip("/").removesuffix("/v1") + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (our URL)
+            text = r.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("process_start_time_seconds "):
+            try:
+                return float(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def _same(a: str, b: str | Path) -> bool:
+    if not a:
+        return False
     try:
         return Path(a).resolve() == Path(b).resolve()
     except (OSError, RuntimeError):
         return False
 
 
-def served_arm(arm: str, models: dict[str, str], *, solver_name: str, base_model: str, adapter: Path) -> str | None:
+def _changed_since(folder: Path, t: float) -> bool:
+    """Whether a file of ``folder`` was written after ``t`` (a server loads an adapter once, at its start)."""
+    try:
+        return any(f.stat().st_mtime > t for f in folder.iterdir() if f.is_file())
+    except OSError:
+        return True
+
+
+def served_arm(arm: str, models: dict[str, str], *, solver_name: str, base_model: str, adapter: Path,
+               started: float | None = None) -> str | None:
     """The served name that proposes for ``arm`` (``base``: the solver's own name, if it serves ``base_model``;
-    ``sft`` / ``rl``: a LoRA module of that name loaded from ``adapter``), or None if the server does not."""
+    ``sft`` / ``rl``: a LoRA module of that name loaded from ``adapter``, and not rewritten since the server
+    ``started``, e.g. by GRPO updates after it), or None if the server does not serve it as it is now."""
     if arm == "base":
         return solver_name if solver_name in models and _same(models[solver_name], base_model) else None
-    return arm if arm in models and _same(models[arm], adapter) else None
+    if arm not in models or not _same(models[arm], adapter):
+        return None
+    return None if started is not None and _changed_since(adapter, started) else arm

@@ -307,14 +307,15 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
     arms whose adapter is missing are left out. On vLLM the adapters are served by name by the solver's own
     server; in process they are merged."""
     from harnesslearn.models import load_model
-    from harnesslearn.transfer.served import served_arm, served_models, solver_url
+    from harnesslearn.transfer.served import served_arm, served_models, server_started, solver_url
 
     shared = solver_url(s.solver)  # a running server: its own model and adapters, where it serves this run's
     models = await asyncio.to_thread(served_models, shared[1]) if shared else {}
+    started = await asyncio.to_thread(server_started, shared[1]) if shared and len(models) > 1 else None
     arms: dict[str, ModelBackend | None] = {}
     for arm in dict.fromkeys(a.removesuffix("_mem") for a in names or s.eval.arms):  # X_mem: X's proposer + memory
         served = shared and served_arm(arm, models, solver_name=shared[0], base_model=s.model,
-                                       adapter=adapter_dir(ret, arm))
+                                       adapter=adapter_dir(ret, arm), started=started)
         if arm == "zoo":
             arms[arm] = None
         elif arm != "base" and not adapter_dir(ret, arm).is_dir():
@@ -329,8 +330,9 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
             arms[arm] = rt.solver if not s.solver else load_model(f"hf:{s.model}", max_batch=128)
         else:
             if shared:
-                print(f"[transfer] arm {arm}: the solver's server does not serve {adapter_dir(ret, arm)} as {arm!r}; "
-                      "merged and run in process (slow: start the server with it, solver.sh start ... LORA)",
+                print(f"[transfer] arm {arm}: the solver's server does not serve {adapter_dir(ret, arm)} as {arm!r} "
+                      "(or loaded it before its last change); merged and run in process (slow: start the server with "
+                      "it, solver.sh start ... LORA)",
                       file=sys.stderr, flush=True)
             path = await asyncio.to_thread(merge, s.model, adapter_dir(ret, arm), work / f"merged_{arm}")
             arms[arm] = load_model(f"hf:{path}", max_batch=128, dtype="float32")
