@@ -140,3 +140,38 @@ def test_cli_run_on_local_default(tmp_path):
     assert all(p["status"] == "ok" and p["calls"] == 1 and p["tokens"] > 0 for p in out["problems"])
     assert any(p["answer"] for p in out["problems"])
     assert "engine" in r.stderr and (tmp_path / "responses.sqlite").is_file()
+
+
+@needs_torch
+def test_hf_adapter_is_merged_at_load_and_keys_the_cache(tiny_model_dir, tmp_path):
+    """``hf:MODEL?adapter=DIR``: the LoRA adapter's weights take effect (greedy text = the PEFT-merged model's,
+    not the base's), the cache identity names the adapter's content, and a folder without one is one line."""
+    require("peft")
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from harnesslearn.errors import UserError
+
+    torch.manual_seed(1)
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                                LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "o_proj"]))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 2.0)  # a trained adapter's B is not zero
+    peft_model.save_pretrained(tmp_path / "adapter")
+
+    base = load_model(f"hf:{tiny_model_dir}", cache=False)
+    tuned = load_model(f"hf:{tiny_model_dir}?adapter={tmp_path / 'adapter'}", cache=False)
+    reqs = [GenerateRequest(p, max_tokens=8) for p in PROMPTS]
+    base_out, tuned_out = [c.text for c in run_all(base, reqs)], [c.text for c in run_all(tuned, reqs)]
+    ref = peft_model.merge_and_unload().eval()
+    tuned.warm()  # type: ignore[attr-defined]
+    with torch.no_grad():
+        ids = tuned.tokenizer("12+3=", return_tensors="pt").input_ids  # type: ignore[attr-defined]
+        assert torch.allclose(ref(ids).logits, tuned.model(ids).logits, atol=1e-4)  # type: ignore[attr-defined]
+    assert tuned_out != base_out
+    assert "+adapter:" in tuned.identity() and "+adapter:" not in base.identity()  # type: ignore[attr-defined]
+    with pytest.raises(UserError, match="not a LoRA adapter folder"):
+        load_model(f"hf:{tiny_model_dir}?adapter={tmp_path}", cache=False)

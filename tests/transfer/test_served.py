@@ -7,8 +7,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
 from harnesslearn.transfer.served import served_arm, served_models, server_started, solver_url
 
 
@@ -63,36 +61,32 @@ def test_no_shared_server_no_listing() -> None:
     assert served_models("http://127.0.0.1:9/v1", timeout=1.0) == {}
 
 
-def test_a_stage_takes_its_proposers_from_the_server_that_serves_them(tmp_path: Path, monkeypatch) -> None:
+def test_a_stage_takes_its_proposers_from_the_server_that_serves_them(tmp_path: Path) -> None:
     """proposers(): base and sft from the solver's server (openai: clients at its URL); rl, served from another
-    folder, falls back to the in-process path (here: its merge, stubbed), with a line saying why."""
+    folder, falls back to the in-process engine with the adapter merged at load (not loaded here: lazily)."""
     import asyncio
 
     from harnesslearn.transfer import stages
     from harnesslearn.transfer.settings import TransferSettings
 
     base, ret = tmp_path / "model", tmp_path / "ret"
-    for d in (base, ret / "sft_adapter", ret / "grpo" / "state" / "adapter"):
+    rl = ret / "grpo" / "state" / "adapter"
+    for d in (base, ret / "sft_adapter", rl):
         d.mkdir(parents=True)
+    (rl / "adapter_config.json").write_text("{}")
+    (rl / "adapter_model.safetensors").write_bytes(b"weights")
     srv = _server([{"id": "qwen", "root": str(base)}, {"id": "sft", "root": str(ret / "sft_adapter")},
                    {"id": "rl", "root": str(tmp_path / "elsewhere")}])
-    merged: list[str] = []
-
-    def fake_merge(model: str, adapter: Path, dst: Path) -> str:
-        merged.append(adapter.name)
-        raise RuntimeError("in-process path taken")
     try:
         url = f"http://127.0.0.1:{srv.server_port}/v1"
         s = TransferSettings(model=str(base), solver=f"openai:qwen?base_url={url}&prefill=true", work=str(tmp_path))
-        monkeypatch.setattr(stages, "merge", fake_merge)
-        arms = asyncio.run(stages.proposers(s, None, ret, tmp_path, names=("zoo", "base", "sft")))  # type: ignore[arg-type]
+        arms = asyncio.run(stages.proposers(s, None, ret, tmp_path, names=("zoo", "base", "sft", "rl")))  # type: ignore[arg-type]
         assert arms["zoo"] is None
         assert arms["base"] is not None and arms["base"].spec == "openai:qwen"
         assert arms["sft"] is not None and arms["sft"].spec == "openai:sft"
         assert getattr(arms["sft"], "base_url", getattr(getattr(arms["sft"], "inner", None), "base_url", None)) == url
-        with pytest.raises(RuntimeError, match="in-process path taken"):
-            asyncio.run(stages.proposers(s, None, ret, tmp_path, names=("rl",)))  # type: ignore[arg-type]
-        assert merged == ["adapter"]
+        assert arms["rl"] is not None and arms["rl"].spec == f"hf:{base}"
+        assert "+adapter:" in arms["rl"].cache_identity  # the cache keys on the adapter's content
     finally:
         srv.shutdown()
 

@@ -16,7 +16,9 @@ Options: ``device`` (``auto``: CUDA when available), ``dtype`` (``auto``: bfloat
 the checkpoint's dtype on CPU; or ``float32``/``bfloat16``/``float16``), ``max_batch``,
 ``batch_wait_ms``, ``static_cache`` (``cache_implementation="static"``; much faster on CUDA
 with large batches), ``gguf_file`` (load from a GGUF file inside ``PATH``; slow), ``top_k``
-(for sampling; 0, the default, turns it off).
+(for sampling; 0, the default, turns it off), ``adapter`` (a PEFT LoRA adapter folder, e.g. a proposer
+trained by ``harnesslearn train``: merged into the weights at load; the response cache keys on the adapter's
+content, so two adapters never share answers; needs the ``train`` extra's peft).
 
 Limits: the seed of a request is honoured exactly only when it runs in a batch of its own
 (a batch seeds torch's global RNG from its first request's seed). Stop strings end a sequence during
@@ -54,6 +56,37 @@ def _end_ids(tok: Any, model: Any) -> set[int]:
     return ids
 
 
+def adapter_digest(adapter: str) -> str:
+    """The first 16 hex digits of the sha256 of a LoRA adapter's weights (UserError if the folder has none)."""
+    import hashlib
+    from pathlib import Path
+
+    d = Path(adapter)
+    weights = [d / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (d / n).is_file()]
+    if not (d / "adapter_config.json").is_file() or not weights:
+        raise UserError(f"hf: adapter {adapter} is not a LoRA adapter folder (adapter_config.json and "
+                        "adapter_model.safetensors)")
+    h = hashlib.sha256()
+    with weights[0].open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def merged(model: Any, adapter: str) -> Any:
+    """``model`` with the LoRA adapter at ``adapter`` merged into its weights."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        from harnesslearn.errors import MissingExtraError
+
+        raise MissingExtraError("hf: adapter", "train") from None
+    try:
+        return PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise UserError(f"hf: adapter {adapter} does not fit the model: {str(e).splitlines()[0][:300]}") from None
+
+
 @dataclass
 class _Job:
     request: GenerateRequest
@@ -67,14 +100,17 @@ class _Job:
 class HFBackend(Backend):
     provider: ClassVar[str] = "hf"
     OPTIONS: ClassVar[dict[str, type]] = {"device": str, "dtype": str, "max_batch": int, "batch_wait_ms": float,
-                                          "static_cache": bool, "gguf_file": str, "top_k": int, "chat": str}
+                                          "static_cache": bool, "gguf_file": str, "top_k": int, "chat": str,
+                                          "adapter": str}
     DEFAULT_CONCURRENCY: ClassVar[int] = 1024  # let requests reach the batcher; it bounds batch size
     CACHE_BY_DEFAULT: ClassVar[bool] = True
 
     def __init__(self, name: str, *, device: str = "auto", dtype: str = "auto", max_batch: int = 64,
                  batch_wait_ms: float = 5.0, static_cache: bool = False, gguf_file: str | None = None,
-                 top_k: int = 0, chat: str = "auto", concurrency: int | None = None) -> None:
+                 top_k: int = 0, chat: str = "auto", adapter: str | None = None,
+                 concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
+        self.adapter, self._adapter_digest = adapter, adapter_digest(adapter) if adapter else None
         if chat not in ("auto", "template", "plain"):
             raise UserError(f"hf: chat must be auto, template or plain, not {chat!r}")
         self.chat_mode = chat
@@ -110,6 +146,8 @@ class HFBackend(Backend):
                 model: Any = AutoModelForCausalLM.from_pretrained(self.name, dtype=dtype, **kw)
             except OSError as e:
                 raise UserError(f"hf: cannot load {self.name!r}: {str(e).splitlines()[0]}") from None
+            if self.adapter:
+                model = merged(model, self.adapter)
             tok.padding_side = "left"
             if tok.pad_token is None:
                 tok.pad_token = tok.eos_token
@@ -118,6 +156,9 @@ class HFBackend(Backend):
             self.end_ids = _end_ids(tok, model)
             self.tokenizer, self.model = tok, model.to(device).eval()
             self.device = device
+
+    def identity(self) -> str:
+        return self.spec + (f"+adapter:{self._adapter_digest}" if self._adapter_digest else "")
 
     # ------------------------------------------------------------ serving
     def _ensure_thread(self) -> None:

@@ -253,20 +253,6 @@ def start_label(res: dict[str, Any], adapter: Path | None) -> str:
 
 
 # ----------------------------------------------------------------------------- eval
-def merge(model_dir: str, adapter: Path, dst: Path) -> str:
-    """The base model with a LoRA adapter merged in (the in-process engine's way to serve it)."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if (dst / "config.json").is_file():
-        return str(dst)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    PeftModel.from_pretrained(base, str(adapter)).merge_and_unload().save_pretrained(str(dst))
-    AutoTokenizer.from_pretrained(model_dir).save_pretrained(str(dst))
-    return str(dst)
-
-
 def shipped_memory(work: Path) -> Path:
     """The harness memory shipped with the package (built from paper-train families only), as a file of
     this run's own (each memory arm's adapt run gets a copy, so no arm reads what another one added and
@@ -305,7 +291,8 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
                     names: tuple[str, ...] | None = None) -> dict[str, ModelBackend | None]:
     """Each arm's proposer backend (None for the zoo arm) for the arms ``names`` (default: the eval stage's);
     arms whose adapter is missing are left out. On vLLM the adapters are served by name by the solver's own
-    server; in process they are merged."""
+    server (the stage's, or a running one that serves this run's: ``served.py``); in process they are merged
+    into the weights at load (``hf:MODEL?adapter=DIR``)."""
     from harnesslearn.models import load_model
     from harnesslearn.transfer.served import served_arm, served_models, server_started, solver_url
 
@@ -331,11 +318,9 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
         else:
             if shared:
                 print(f"[transfer] arm {arm}: the solver's server does not serve {adapter_dir(ret, arm)} as {arm!r} "
-                      "(or loaded it before its last change); merged and run in process (slow: start the server with "
-                      "it, solver.sh start ... LORA)",
-                      file=sys.stderr, flush=True)
-            path = await asyncio.to_thread(merge, s.model, adapter_dir(ret, arm), work / f"merged_{arm}")
-            arms[arm] = load_model(f"hf:{path}", max_batch=128, dtype="float32")
+                      "(or loaded it before its last change); merged into an in-process engine (slow: start the "
+                      "server with it, solver.sh start ... LORA)", file=sys.stderr, flush=True)
+            arms[arm] = load_model(f"hf:{s.model}", max_batch=128, dtype="float32", adapter=str(adapter_dir(ret, arm)))
     return arms
 
 
