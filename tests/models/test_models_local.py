@@ -175,3 +175,17 @@ def test_hf_adapter_is_merged_at_load_and_keys_the_cache(tiny_model_dir, tmp_pat
     assert "+adapter:" in tuned.identity() and "+adapter:" not in base.identity()  # type: ignore[attr-defined]
     with pytest.raises(UserError, match="not a LoRA adapter folder"):
         load_model(f"hf:{tiny_model_dir}?adapter={tmp_path}", cache=False)
+
+
+def test_local_adapter_runs_on_transformers_and_names_its_content(tmp_path):
+    """``local:NAME?adapter=DIR`` (a trained proposer on the CPU): the transformers engine with the adapter (not
+    loaded here), a cache identity of its own; llama.cpp with an adapter is one line."""
+    from harnesslearn.errors import UserError
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"weights")
+    m = load_model(f"local:gemma-3-270m?adapter={tmp_path}", cache=False)
+    assert m.engine == "hf" and m.inner.adapter == str(tmp_path)  # type: ignore[attr-defined]
+    assert m.identity().endswith("#hf+adapter:" + m.inner._adapter_digest)  # type: ignore[attr-defined]
+    with pytest.raises(UserError, match="adapter= runs on transformers"):
+        load_model(f"local:gemma-3-270m?adapter={tmp_path}&engine=llamacpp", cache=False)

@@ -6,7 +6,9 @@ Engine (``engine=auto``): llama.cpp when ``llama_cpp`` is importable (Gemma 270M
 tok/s, Qwen 1.5B 12-20 tok/s for one sequence on 2 cores), else transformers, which needs a
 bfloat16 copy converted once from the GGUF (``embedded.ensure_hf_copy``, minutes the first
 time; later loads take seconds). ``engine=llamacpp`` or ``engine=hf`` forces one. A one-time
-line on stderr says where the file is and which engine runs it.
+line on stderr says where the file is and which engine runs it. ``adapter=DIR``: a LoRA adapter (a proposer
+trained on this model with ``harnesslearn train``) merged in at load; it runs on transformers (``engine=auto``
+picks it; ``engine=llamacpp`` with an adapter is refused).
 
 Chat messages go through the model's own chat template on both engines (the Qwen models);
 Gemma 270M has none, so its messages are rendered as ``System: ...\\n\\nUser: ...\\n\\nAssistant:``
@@ -37,17 +39,20 @@ def best_engine() -> str:
 
 class LocalBackend(Backend):
     provider: ClassVar[str] = "local"
-    OPTIONS: ClassVar[dict[str, type]] = {"engine": str, "n_threads": int, "max_batch": int, "n_ctx": int}
+    OPTIONS: ClassVar[dict[str, type]] = {"engine": str, "n_threads": int, "max_batch": int, "n_ctx": int,
+                                          "adapter": str}
     DEFAULT_CONCURRENCY: ClassVar[int] = 64
     CACHE_BY_DEFAULT: ClassVar[bool] = True
 
     def __init__(self, name: str, *, engine: str = "auto", n_threads: int | None = None, max_batch: int = 16,
-                 n_ctx: int | None = None, concurrency: int | None = None) -> None:
+                 n_ctx: int | None = None, adapter: str | None = None, concurrency: int | None = None) -> None:
         info = model_info(name)
         if engine not in ENGINES:
             raise UserError(f"local: engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        if adapter and engine == "llamacpp":
+            raise UserError("local: adapter= runs on transformers: leave engine= out or set engine=hf")
         super().__init__(name, concurrency=concurrency)
-        self.engine = best_engine() if engine == "auto" else engine
+        self.engine = "hf" if adapter else best_engine() if engine == "auto" else engine
         self.path = ensure_gguf(name)
         self.chat = info.chat
         self.inner: Backend
@@ -61,14 +66,16 @@ class LocalBackend(Backend):
             from harnesslearn.models.hf import HFBackend
 
             # the folder is created by ensure_hf_copy() on first use (see warm)
-            self.inner = HFBackend(str(hf_copy_dir(name)), max_batch=max_batch, top_k=info.top_k,
+            self.inner = HFBackend(str(hf_copy_dir(name)), max_batch=max_batch, top_k=info.top_k, adapter=adapter,
                                    concurrency=self.concurrency)
         if name not in _announced:
             _announced.add(name)
             sys.stderr.write(f"harnesslearn: local:{name}: model file {self.path}, engine {self.engine}\n")
 
     def identity(self) -> str:
-        return f"{self.spec}#{self.engine}"  # the engines' greedy outputs differ: cache them apart
+        # the engines' greedy outputs differ: cache them apart; an adapter's answers are its own (its content)
+        digest = getattr(self.inner, "_adapter_digest", None)
+        return f"{self.spec}#{self.engine}" + (f"+adapter:{digest}" if digest else "")
 
     def warm(self) -> None:
         """Load the model now (for transformers, converting the GGUF first if needed)."""
