@@ -45,14 +45,15 @@ def fmt(ci: dict[str, float] | None) -> str:
 
 def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}  # arm -> family -> test scores
-    val: dict[str, dict[str, int]] = {a: {"proposals": 0, "parsed": 0, "produced": 0, "valid": 0, "improved": 0,
-                                          "families": 0} for a in ARMS}
+    val: dict[str, dict[str, int]] = {a: {"proposals": 0, "parsed": 0, "produced": 0, "valid": 0, "distinct": 0,
+                                          "improved": 0, "families": 0} for a in ARMS}
     for r in rows:
         per[r["arm"]][r["family"]] = r["after_scores"]
         per["seed"].setdefault(r["family"], r["seed_scores"])
         v = val[r["arm"]]
         for k in ("proposals", "parsed", "produced", "valid"):
             v[k] += int(r.get(k, 0))
+        v["distinct"] += int(r.get("distinct", r.get("valid", 0)))  # rows before the count: valid as the bound
         v["improved"] += bool(r.get("improved"))
         v["families"] += 1
     out: dict[str, Any] = {"rows": {}}
@@ -442,7 +443,7 @@ def transfer_md(tr: dict[str, Any]) -> list[str]:
            "resamples the families too (the honest one for a claim about unseen families). Differences are "
            "paired by family and problem.", "",
            "| row | families | mean test J [95 % CI, problems] | [95 % CI, families too] | minus seed [problems] | "
-           "minus seed [families] | minus base [problems] | minus base [families] | valid / proposals | "
+           "minus seed [families] | minus base [problems] | minus base [families] | valid (distinct) / proposals | "
            "picked a revision | of them near-copies of a zoo harness | test J (gain) of the others | "
            "kinds of the picks |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in tr["rows"].values():
@@ -451,7 +452,7 @@ def transfer_md(tr: dict[str, Any]) -> list[str]:
         md.append(f"| {r['label']} | {r['families']} | {fmt(r['test_J'])} | {fmt(r['test_J_families_resampled'])} | "
                   f"{fmt(r.get('minus_seed'))} | {fmt(r.get('minus_seed_families_resampled'))} | "
                   f"{fmt(r.get('minus_base'))} | {fmt(r.get('minus_base_families_resampled'))} | "
-                  f"{v.get('valid', '')} / {v.get('proposals', '')} | {v.get('improved', '')} | "
+                  f"{v.get('valid', '')} ({v.get('distinct', '')}) / {v.get('proposals', '')} | {v.get('improved', '')} | "
                   f"{bz.get('near_zoo_copies', '')} | {others} | {kinds(bz.get('kinds'))} |")
     md += ["", "Paper (4B solver): base 0.32, SFT 0.42, RL 0.62, 35B teacher 0.56.", ""]
     fams = sorted({f for r in tr["rows"].values() for f in r["per_family"]})

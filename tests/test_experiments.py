@@ -216,3 +216,18 @@ def test_serve_solver_serves_adapters_by_name_and_refuses_a_folder_without_one(t
     execs: list[list[str]] = []
     ss.serve("/m", 0.3, "graphs", lora, call=lambda a: 1, execv=lambda p, a: execs.append(list(a)))
     assert execs == [ss.argv("/m", 0.3, "eager", lora)]  # the fallback keeps the adapters
+
+
+def test_the_transfer_table_counts_distinct_valid_revisions_per_arm() -> None:
+    """K proposals that are one revision repeated (a peaked proposer) show as valid (distinct) / proposals."""
+    import qwen12_report as rep
+
+    def row(arm: str, fam: str, valid: int, distinct: int | None) -> dict:
+        r = {"arm": arm, "family": fam, "after_scores": [0.5, 1.0], "seed_scores": [0.0, 0.5], "proposals": 4,
+             "parsed": 4, "produced": 4, "valid": valid, "improved": False}
+        return r if distinct is None else {**r, "distinct": distinct}
+    tr = rep.transfer([row("sft", "gcd", 4, 1), row("sft", "maze", 3, 2), row("base", "gcd", 2, None)])
+    assert tr["rows"]["sft"]["validity"]["distinct"] == 3 and tr["rows"]["sft"]["validity"]["valid"] == 7
+    assert tr["rows"]["base"]["validity"]["distinct"] == 2  # an older row without the count: its valid as the bound
+    md = "\n".join(rep.transfer_md(tr))
+    assert "| 7 (3) / 8 |" in md

@@ -147,7 +147,9 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
     for r in rows:  # each proposer arm revised through adapt, into a run directory that the report reads
         if r["arm"] != "zoo":
             with Store.open(r["run_dir"], create=False) as st:
-                assert len(st.proposals("independent")) == r["proposals"]
+                props = st.proposals("independent")
+                assert len(props) == r["proposals"]
+                assert r["distinct"] == len({p.harness_id for p in props if p.harness_id}) <= r["valid"]
             assert write_report(r["run_dir"]).is_file()
     # MuSiQue: per arm, R sequential rounds against R independent proposals (the same proposer calls), each
     # pick's EM and F1 on the test split with intervals, and the oracle (picked on test) beside them

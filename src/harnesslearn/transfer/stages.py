@@ -447,6 +447,7 @@ class EvalJob:
                    memory_shown=shown, memory_added=res.memory_added, proposals=len(props),
                    parsed=sum(p.parsed for p in props), produced=sum(p.produced for p in props),
                    valid=sum(p.valid for p in props),
+                   distinct=len(children),  # distinct valid revisions among the K: a peaked proposer repeats itself
                    invalid_reasons=dict(Counter(str(p.reason) for p in props if not p.valid)),
                    uses_python=sum("model.python" in h.source for h in children.values()),
                    candidate_score_J=js, proposal_texts=[(p.raw or "")[-3000:] for p in props])
