@@ -34,7 +34,17 @@ PICKS = ("seed", "sequential", "independent", "oracle")
 
 
 def read_jsonl(p: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.is_file() else []
+    """The JSON lines of ``p`` (gzipped when it ends in .gz, as the rollout log), [] when it is missing."""
+    import gzip
+
+    if not p.is_file():
+        return []
+    text = gzip.decompress(p.read_bytes()).decode("utf-8") if p.suffix == ".gz" else p.read_text()
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 def fmt(ci: dict[str, float] | None) -> str:
@@ -100,8 +110,6 @@ def beyond_zoo(rows: list[dict[str, Any]]) -> dict[str, Any]:
     near = [r for r in won if zoo.nearest(r["picked_source"])[1] >= zoo.NEAR_COPY]
     other = [r for r in won if r not in near]
 
-    def mean(xs: list[float]) -> float | None:
-        return sum(xs) / len(xs) if xs else None
     return {"winners": len(won), "near_zoo_copies": len(near),
             "kinds": dict(Counter(classify_revision(seed, r["picked_source"]) for r in won)),
             "near_copy_share": len(near) / len(won) if won else None,
@@ -110,43 +118,32 @@ def beyond_zoo(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                  if r.get("test_J") is not None and r.get("seed_test_J") is not None])}
 
 
-def rollout_copies(path: Path) -> list[dict[str, Any]]:
-    """Per GRPO update, from the rollout log: of the valid candidates (revisions of the minimal seed), how many
-    are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the others.
-    The training signal's view of "beyond what it was shown": J earned by copying the zoo back (which the SFT
-    rows taught) against J earned by anything else. Candidates of another parent, or not scored (an
+def rollout_copies(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per GRPO update, from the rollout log's groups: of the valid candidates (revisions of the minimal seed), how
+    many are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the
+    others. The training signal's view of "beyond what it was shown": J earned by copying the zoo back (which the
+    SFT rows taught) against J earned by anything else. Candidates of another parent, or not scored (an
     infrastructure failure: J None), are skipped (counted)."""
-    import gzip
-
     from harnesslearn import zoo
     from harnesslearn.harness import harness_id, load_harness
     from harnesslearn.propose.edits import apply_proposal
 
-    if not path.is_file():
-        return []
     seed = load_harness("minimal").source
     seed_id = harness_id(seed)
-    opener = gzip.open if path.suffix == ".gz" else open
     by: dict[int, dict[str, Any]] = {}
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        for line in f:
-            if not line.strip():
+    for r in groups:
+        u = by.setdefault(int(r["step"]) + 1, {"update": int(r["step"]) + 1, "valid": 0, "near": [], "other": [],
+                                               "skipped": 0})
+        for c in r.get("candidates", []):
+            if not c.get("valid"):
                 continue
-            r = json.loads(line)
-            u = by.setdefault(int(r["step"]) + 1, {"update": int(r["step"]) + 1, "valid": 0, "near": [], "other": [],
-                                                   "skipped": 0})
-            for c in r.get("candidates", []):
-                if not c.get("valid"):
-                    continue
-                new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
-                if new is None or c.get("J") is None:  # another parent, or not scored (infrastructure)
-                    u["skipped"] += 1
-                    continue
-                u["valid"] += 1
-                u["near" if zoo.nearest(new)[1] >= zoo.NEAR_COPY else "other"].append(float(c.get("J", 0.0)))
+            new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
+            if new is None or c.get("J") is None:  # another parent, or not scored (infrastructure)
+                u["skipped"] += 1
+                continue
+            u["valid"] += 1
+            u["near" if zoo.nearest(new)[1] >= zoo.NEAR_COPY else "other"].append(float(c["J"]))
 
-    def mean(xs: list[float]) -> float | None:
-        return sum(xs) / len(xs) if xs else None
     return [{"update": u["update"], "valid": u["valid"], "skipped": u["skipped"], "near_copies": len(u["near"]),
              "near_copy_share": len(u["near"]) / u["valid"] if u["valid"] else None,
              "J_near": mean(u["near"]), "J_other": mean(u["other"]),
@@ -154,22 +151,13 @@ def rollout_copies(path: Path) -> list[dict[str, Any]]:
              else None} for u in (by[k] for k in sorted(by))]
 
 
-def reward_anatomy(path: Path) -> list[dict[str, Any]]:
-    """Per GRPO update, from the rollout log (runs of session 31 on; older logs lack the fields): the evaluated
-    candidates' wall seconds (p50, p90, max), their slowest run, solver calls per candidate, and the share of
-    runs that hit their time limit: where the reward phase's time goes."""
-    import gzip
-
-    if not path.is_file():
-        return []
-    opener = gzip.open if path.suffix == ".gz" else open
+def reward_anatomy(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per GRPO update, from the rollout log's groups (runs of session 31 on; older logs lack the fields): the
+    evaluated candidates' wall seconds (p50, p90, max), their slowest run, solver calls per candidate, and the
+    share of runs that hit their time limit: where the reward phase's time goes."""
     by: dict[int, list[dict[str, Any]]] = {}
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                by.setdefault(int(r["step"]) + 1, []).extend(
-                    c for c in r.get("candidates", []) if c.get("statuses"))
+    for r in groups:
+        by.setdefault(int(r["step"]) + 1, []).extend(c for c in r.get("candidates", []) if c.get("statuses"))
     out = []
     for u in sorted(by):
         cs = by[u]
@@ -422,8 +410,9 @@ def main(argv: list[str] | None = None) -> None:
         md += [Path(a.notes).read_text().strip(), ""]
     md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
     md += grpo_sections(grpo_runs(a.grpo_run, ret), grpo, out)
-    md += copies_md(rollout_copies(ret / "rollouts.jsonl.gz"), out)
-    md += anatomy_md(reward_anatomy(ret / "rollouts.jsonl.gz"))
+    groups = read_jsonl(ret / "rollouts.jsonl.gz")  # read once, for both views
+    md += copies_md(rollout_copies(groups), out)
+    md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
     md += transfer_md(tr) if rows else ["No transfer table yet: the eval stage has not run on these files.", ""]

@@ -117,7 +117,7 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     with gzip.open(path, "wt") as f:
         f.write(json.dumps({"step": 0, "parent_id": harness_id(seed), "candidates": cands}) + "\n")
         f.write(json.dumps({"step": 1, "parent_id": "another parent", "candidates": cands[1:2]}) + "\n")
-    rows = rep.rollout_copies(path)
+    rows = rep.rollout_copies(rep.read_jsonl(path))
     assert [r["update"] for r in rows] == [1, 2]
     assert rows[0]["valid"] == 2 and rows[0]["near_copies"] == 1 and rows[0]["near_copy_share"] == 0.5
     assert rows[0]["skipped"] == 1
@@ -186,7 +186,7 @@ def test_reward_anatomy_reads_the_timing_of_newer_rollouts_and_skips_older_ones(
         f.write(json.dumps({"step": 1, "candidates": [cand(2.0, 1.5, 4, {"ok": 4}), cand(9.0, 9.0, 12, {"ok": 2,
                                                                                                       "timeout": 2}),
                                                     {"valid": False, "seconds": 0.0, "statuses": None}]}) + "\n")
-    rows = rep.reward_anatomy(path)
+    rows = rep.reward_anatomy(rep.read_jsonl(path))
     assert [r["update"] for r in rows] == [2]
     r = rows[0]
     assert r["evaluated"] == 2 and r["max_s"] == 9.0 and r["slowest_run_s"] == 9.0 and r["solver_calls"] == 8.0

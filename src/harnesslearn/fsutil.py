@@ -48,6 +48,17 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None 
     atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The sha256 hex digest of a file's bytes, read in 4 MiB blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def finite(obj: Any) -> Any:
     """``obj`` with every non-finite float (NaN, an empty interval's bound, infinity) as None, at any depth:
     JSON has no NaN or Infinity, and a reader must never meet them."""

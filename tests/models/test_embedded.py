@@ -52,7 +52,7 @@ def test_assembles_once_checks_and_repairs(monkeypatch: pytest.MonkeyPatch, tmp_
         f.seek(10_000_000)
         f.write(b"\x00" if f.read(1) != b"\x00" else b"\x01")
     os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
-    assert embedded._sha256(embedded.ensure_gguf(QWEN05)) == embedded.model_info(QWEN05).sha256
+    assert embedded.sha256_file(embedded.ensure_gguf(QWEN05)) == embedded.model_info(QWEN05).sha256
 
 
 def test_a_tampered_part_is_refused_and_nothing_is_trusted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -186,6 +186,6 @@ def test_local_adapter_runs_on_transformers_and_names_its_content(tmp_path):
     (tmp_path / "adapter_model.safetensors").write_bytes(b"weights")
     m = load_model(f"local:gemma-3-270m?adapter={tmp_path}", cache=False)
     assert m.engine == "hf" and m.inner.adapter == str(tmp_path)  # type: ignore[attr-defined]
-    assert m.identity().endswith("#hf+adapter:" + m.inner._adapter_digest)  # type: ignore[attr-defined]
+    assert m.identity().endswith("#hf+adapter:" + m.inner.adapter_digest)  # type: ignore[attr-defined]
     with pytest.raises(UserError, match="adapter= runs on transformers"):
         load_model(f"local:gemma-3-270m?adapter={tmp_path}&engine=llamacpp", cache=False)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import MissingExtraError, UserError
+from harnesslearn.fsutil import sha256_file
 
 _lock = threading.RLock()  # in-process; across processes the temp-name + rename protocol holds
 
@@ -135,7 +136,7 @@ def _trusted(m: EmbeddedModel, path: Path) -> bool:
             return True
     except (OSError, ValueError):
         pass
-    if path.stat().st_size == m.size and _sha256(path) == m.sha256:
+    if path.stat().st_size == m.size and sha256_file(path) == m.sha256:
         _write_stamp(path)
         return True
     return False
@@ -145,14 +146,6 @@ def _write_stamp(path: Path) -> None:
     from harnesslearn.fsutil import atomic_write_text
 
     atomic_write_text(_stamp(path), json.dumps(_stat_key(path)))
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def part_files(m: EmbeddedModel) -> list[Path]:

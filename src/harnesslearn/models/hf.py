@@ -56,21 +56,18 @@ def _end_ids(tok: Any, model: Any) -> set[int]:
     return ids
 
 
-def adapter_digest(adapter: str) -> str:
+def adapter_sha(adapter: str) -> str:
     """The first 16 hex digits of the sha256 of a LoRA adapter's weights (UserError if the folder has none)."""
-    import hashlib
     from pathlib import Path
+
+    from harnesslearn.fsutil import sha256_file
 
     d = Path(adapter)
     weights = [d / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (d / n).is_file()]
     if not (d / "adapter_config.json").is_file() or not weights:
         raise UserError(f"hf: adapter {adapter} is not a LoRA adapter folder (adapter_config.json and "
                         "adapter_model.safetensors)")
-    h = hashlib.sha256()
-    with weights[0].open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    return sha256_file(weights[0])[:16]
 
 
 def merged(model: Any, adapter: str) -> Any:
@@ -110,7 +107,7 @@ class HFBackend(Backend):
                  top_k: int = 0, chat: str = "auto", adapter: str | None = None,
                  concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
-        self.adapter, self._adapter_digest = adapter, adapter_digest(adapter) if adapter else None
+        self.adapter, self.adapter_digest = adapter, adapter_sha(adapter) if adapter else None
         if chat not in ("auto", "template", "plain"):
             raise UserError(f"hf: chat must be auto, template or plain, not {chat!r}")
         self.chat_mode = chat
@@ -158,7 +155,7 @@ class HFBackend(Backend):
             self.device = device
 
     def identity(self) -> str:
-        return self.spec + (f"+adapter:{self._adapter_digest}" if self._adapter_digest else "")
+        return self.spec + (f"+adapter:{self.adapter_digest}" if self.adapter_digest else "")
 
     # ------------------------------------------------------------ serving
     def _ensure_thread(self) -> None:

@@ -74,7 +74,7 @@ class LocalBackend(Backend):
 
     def identity(self) -> str:
         # the engines' greedy outputs differ: cache them apart; an adapter's answers are its own (its content)
-        digest = getattr(self.inner, "_adapter_digest", None)
+        digest = getattr(self.inner, "adapter_digest", None)
         return f"{self.spec}#{self.engine}" + (f"+adapter:{digest}" if digest else "")
 
     def warm(self) -> None:

@@ -27,12 +27,21 @@ def solver_url(solver: str | None) -> tuple[str, str] | None:
     return (spec.name, url) if spec.prefix == "openai" and url else None
 
 
+def _get(url: str, timeout: float) -> str | None:
+    """The body of a GET to the server, or None when it cannot be reached."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (our own server's URL)
+            return str(r.read().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+
+
 def served_models(base_url: str, timeout: float = 10.0) -> dict[str, str]:
     """Served name -> the folder it was loaded from (``root``), from ``BASE_URL/models``; {} if unreachable."""
+    body = _get(base_url.rstrip("/") + "/models", timeout)
     try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as r:  # noqa: S310 (our URL)
-            data = json.loads(r.read().decode("utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(body) if body is not None else {}
+    except ValueError:
         return {}
     return {str(m.get("id")): str(m.get("root") or "") for m in data.get("data", []) if isinstance(m, dict)}
 
@@ -40,12 +49,7 @@ def served_models(base_url: str, timeout: float = 10.0) -> dict[str, str]:
 def server_started(base_url: str, timeout: float = 10.0) -> float | None:
     """When the server's process started (epoch seconds: ``process_start_time_seconds`` of its ``/metrics``,
     which vLLM's Prometheus endpoint exports on Linux), or None if it does not say."""
-    url = base_url.rstrip("/").removesuffix("/v1") + "/metrics"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (our URL)
-            text = r.read().decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return None
+    text = _get(base_url.rstrip("/").removesuffix("/v1") + "/metrics", timeout) or ""
     for line in text.splitlines():
         if line.startswith("process_start_time_seconds "):
             try:
