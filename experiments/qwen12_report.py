@@ -118,37 +118,109 @@ def beyond_zoo(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                  if r.get("test_J") is not None and r.get("seed_test_J") is not None])}
 
 
-def rollout_copies(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per GRPO update, from the rollout log's groups: of the valid candidates (revisions of the minimal seed), how
-    many are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the
-    others. The training signal's view of "beyond what it was shown": J earned by copying the zoo back (which the
-    SFT rows taught) against J earned by anything else. Candidates of another parent, or not scored (an
-    infrastructure failure: J None), are skipped (counted)."""
+def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every valid candidate of the rollout log's groups, once: its update, J and the difflib ratio of its revised
+    harness to the nearest zoo file (``ratio`` None when it is skipped: a revision of another parent than the
+    minimal seed, or not scored, an infrastructure failure with J None). The zoo views below all read this."""
     from harnesslearn import zoo
     from harnesslearn.harness import harness_id, load_harness
     from harnesslearn.propose.edits import apply_proposal
 
     seed = load_harness("minimal").source
     seed_id = harness_id(seed)
-    by: dict[int, dict[str, Any]] = {}
+    out = []
     for r in groups:
-        u = by.setdefault(int(r["step"]) + 1, {"update": int(r["step"]) + 1, "valid": 0, "near": [], "other": [],
-                                               "skipped": 0})
         for c in r.get("candidates", []):
             if not c.get("valid"):
                 continue
             new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
-            if new is None or c.get("J") is None:  # another parent, or not scored (infrastructure)
-                u["skipped"] += 1
-                continue
-            u["valid"] += 1
-            u["near" if zoo.nearest(new)[1] >= zoo.NEAR_COPY else "other"].append(float(c["J"]))
+            ok = new is not None and c.get("J") is not None
+            out.append({"update": int(r["step"]) + 1, "J": float(c["J"]) if ok else None,
+                        "ratio": zoo.nearest(new)[1] if ok else None})
+    return out
+
+
+def rollout_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per GRPO update, from ``scored_candidates``: of the valid candidates (revisions of the minimal seed), how
+    many are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the
+    others. The training signal's view of "beyond what it was shown": J earned by copying the zoo back (which the
+    SFT rows taught) against J earned by anything else. Skipped candidates are counted."""
+    from harnesslearn import zoo
+
+    by: dict[int, dict[str, Any]] = {}
+    for c in cands:
+        u = by.setdefault(c["update"], {"update": c["update"], "valid": 0, "near": [], "other": [], "skipped": 0})
+        if c["ratio"] is None:
+            u["skipped"] += 1
+            continue
+        u["valid"] += 1
+        u["near" if c["ratio"] >= zoo.NEAR_COPY else "other"].append(c["J"])
 
     return [{"update": u["update"], "valid": u["valid"], "skipped": u["skipped"], "near_copies": len(u["near"]),
              "near_copy_share": len(u["near"]) / u["valid"] if u["valid"] else None,
              "J_near": mean(u["near"]), "J_other": mean(u["other"]),
              "J_from_copies": sum(u["near"]) / (sum(u["near"]) + sum(u["other"])) if sum(u["near"]) + sum(u["other"])
              else None} for u in (by[k] for k in sorted(by))]
+
+
+ZOO_BANDS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def zoo_distance(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scored candidates of all updates by band of their ratio to the nearest zoo file: how many, how many
+    earned J > 0, their mean J and the band's share of all J. The 0.8 line of ``rollout_copies`` is a choice; this
+    shows where the J sits on either side of it (a band of 0.6-0.8 rich in J would be zoo harnesses reworked, not
+    copied, and a ratio of ~0.35 is about what the minimal seed itself has)."""
+    scored = [c for c in cands if c["ratio"] is not None]
+    total = sum(c["J"] for c in scored)
+    out = []
+    for lo, hi in zip(ZOO_BANDS, (*ZOO_BANDS[1:], 1.0 + 1e-9), strict=True):
+        band = [c["J"] for c in scored if lo <= c["ratio"] < hi]
+        out.append({"band": f"{lo:.2f}-{min(hi, 1.0):.2f}", "candidates": len(band),
+                    "J_positive": sum(1 for j in band if j > 0), "J_mean": mean(band),
+                    "J_share": sum(band) / total if total else None})
+    return out
+
+
+def group_spread(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per GRPO update, how varied each context's candidates are: mean distinct completions and distinct valid
+    proposals per group, the group size, and the groups whose candidates all got one reward (no gradient). A
+    peaked proposer (an SFT adapter that learned its rows by heart) shows here as few distinct candidates."""
+    by: dict[int, list[dict[str, Any]]] = {}
+    for r in groups:
+        by.setdefault(int(r["step"]) + 1, []).append(r)
+    out = []
+    for u in sorted(by):
+        gs = [g.get("candidates", []) for g in by[u]]
+        out.append({"update": u, "groups": len(gs), "size": mean([float(len(g)) for g in gs]),
+                    "distinct_completions": mean([float(len({c.get("completion") for c in g})) for g in gs]),
+                    "distinct_valid": mean([float(len({c.get("proposal") for c in g if c.get("valid")})) for g in gs]),
+                    "one_reward": sum(1 for g in gs if len({c.get("reward") for c in g}) <= 1)})
+    return out
+
+
+def spread_md(spread: list[dict[str, Any]], bands: list[dict[str, Any]]) -> list[str]:
+    def f(x: float | None, d: int = 3) -> str:
+        return "" if x is None else f"{x:.{d}f}"
+    md: list[str] = []
+    if bands and any(b["candidates"] for b in bands):
+        md += ["## GRPO candidates by their distance to the zoo (training rollouts, all updates)", "",
+               "Each scored valid candidate's difflib ratio to the nearest file of seeds/zoo (1 = a zoo file written "
+               "back; the minimal seed itself is at about 0.35): where the J sits on either side of the 0.8 "
+               "near-copy line.", "", "| ratio | candidates | J > 0 | mean J | share of all J |", "|---|---|---|---|---|"]
+        md += [f"| {b['band']} | {b['candidates']} | {b['J_positive']} | {f(b['J_mean'])} | {f(b['J_share'], 2)} |"
+               for b in bands]
+        md.append("")
+    if spread:
+        md += ["## GRPO groups: how varied the candidates of one context are", "",
+               "Per update: mean distinct completions and distinct valid proposals per context (of its group size), "
+               "and the contexts whose candidates all got the same reward (they give no gradient).", "",
+               "| update | contexts | group size | distinct completions | distinct valid proposals | one reward |",
+               "|---|---|---|---|---|---|"]
+        md += [f"| {r['update']} | {r['groups']} | {f(r['size'], 0)} | {f(r['distinct_completions'], 1)} | "
+               f"{f(r['distinct_valid'], 1)} | {r['one_reward']} |" for r in spread]
+        md.append("")
+    return md
 
 
 def reward_anatomy(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -411,7 +483,9 @@ def main(argv: list[str] | None = None) -> None:
     md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
     md += grpo_sections(grpo_runs(a.grpo_run, ret), grpo, out)
     groups = read_jsonl(ret / "rollouts.jsonl.gz")  # read once, for both views
-    md += copies_md(rollout_copies(groups), out)
+    cands = scored_candidates(groups)
+    md += copies_md(rollout_copies(cands), out)
+    md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})

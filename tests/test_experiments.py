@@ -117,7 +117,7 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     with gzip.open(path, "wt") as f:
         f.write(json.dumps({"step": 0, "parent_id": harness_id(seed), "candidates": cands}) + "\n")
         f.write(json.dumps({"step": 1, "parent_id": "another parent", "candidates": cands[1:2]}) + "\n")
-    rows = rep.rollout_copies(rep.read_jsonl(path))
+    rows = rep.rollout_copies(rep.scored_candidates(rep.read_jsonl(path)))
     assert [r["update"] for r in rows] == [1, 2]
     assert rows[0]["valid"] == 2 and rows[0]["near_copies"] == 1 and rows[0]["near_copy_share"] == 0.5
     assert rows[0]["skipped"] == 1
@@ -125,6 +125,27 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     assert rows[1]["valid"] == 0 and rows[1]["skipped"] == 1 and rows[1]["near_copy_share"] is None
     md = rep.copies_md(rows, tmp_path)
     assert (tmp_path / "grpo_zoo_copies.png").is_file() and any(line.startswith("| 1 | 2 | 1 |") for line in md)
+    bands = {b["band"]: b for b in rep.zoo_distance(rep.scored_candidates(rep.read_jsonl(path)))}
+    assert bands["0.95-1.00"]["candidates"] == 1 and bands["0.95-1.00"]["J_mean"] == 0.5  # the zoo file back
+    assert sum(b["candidates"] for b in bands.values()) == 2 and abs(bands["0.95-1.00"]["J_share"] - 0.5 / 0.6) < 1e-9
+    assert sum(b["J_positive"] for b in bands.values()) == 2
+
+
+def test_group_spread_counts_distinct_candidates_and_groups_without_a_gradient() -> None:
+    import qwen12_report as rep
+
+    def c(text: str, valid: bool, reward: float) -> dict:
+        return {"completion": text, "proposal": text, "valid": valid, "reward": reward}
+    groups = [{"step": 0, "candidates": [c("a", True, 0.3), c("a", True, 0.3), c("b", True, 0.1), c("x", False, 0)]},
+              {"step": 0, "candidates": [c("a", True, 0.2), c("a", True, 0.2), c("a", True, 0.2), c("a", True, 0.2)]},
+              {"step": 1, "candidates": [c("a", True, 0.2), c("b", False, 0.0)]}]
+    rows = rep.group_spread(groups)
+    assert [r["update"] for r in rows] == [1, 2]
+    assert rows[0]["groups"] == 2 and rows[0]["size"] == 4.0 and rows[0]["one_reward"] == 1
+    assert rows[0]["distinct_completions"] == 2.0 and rows[0]["distinct_valid"] == 1.5  # (3, 2) and (2, 1)
+    assert rows[1]["one_reward"] == 0 and rows[1]["distinct_valid"] == 1.0
+    md = rep.spread_md(rows, [])
+    assert "| 1 | 2 | 4 | 2.0 | 1.5 | 1 |" in md
 
 
 def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
