@@ -87,6 +87,11 @@ def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 row["minus_base_families"] = len(common)
                 row["minus_base_families_resampled"] = st.bootstrap_family_mean_diff(
                     {f: per["base"][f] for f in common}, {f: fam[f] for f in common}, resample_families=True)
+            if a != "zoo" and per["zoo"]:  # against the best thing it was shown: does the proposer go beyond it?
+                common = [f for f in fam if f in per["zoo"]]
+                row["minus_zoo_families_resampled"] = st.bootstrap_family_mean_diff(
+                    {f: per["zoo"][f] for f in common}, {f: fam[f] for f in common}, resample_families=True)
+                row["above_zoo_families"] = sum(1 for f in common if (mean(fam[f]) or 0.0) > (mean(per["zoo"][f]) or 0.0))
             row["beyond_zoo"] = beyond_zoo([r for r in rows if r["arm"] == a])
             v = val[a]
             row["validity"] = {**v, "valid_rate": v["valid"] / v["proposals"] if v["proposals"] else None,
@@ -499,6 +504,16 @@ def kinds(k: dict[str, int] | None) -> str:
     return ", ".join(f"{name} {n}" for name, n in sorted((k or {}).items(), key=lambda x: -x[1]))
 
 
+def validity_cell(v: dict[str, Any]) -> str:
+    return f"{v['valid']} ({v['distinct']}) / {v['proposals']}" if v else ""
+
+
+def zoo_cell(r: dict[str, Any]) -> str:
+    if "minus_zoo_families_resampled" not in r:
+        return "n/a"
+    return f"{fmt(r['minus_zoo_families_resampled'])} ({r['above_zoo_families']})"
+
+
 def transfer_md(tr: dict[str, Any]) -> list[str]:
     """The transfer table and the per-family table."""
     md = ["## Transfer table (21 paper-eval families, one revision of the minimal seed)", "",
@@ -506,16 +521,17 @@ def transfer_md(tr: dict[str, Any]) -> list[str]:
            "resamples the families too (the honest one for a claim about unseen families). Differences are "
            "paired by family and problem.", "",
            "| row | families | mean test J [95 % CI, problems] | [95 % CI, families too] | minus seed [problems] | "
-           "minus seed [families] | minus base [problems] | minus base [families] | valid (distinct) / proposals | "
+           "minus seed [families] | minus base [problems] | minus base [families] | minus best zoo [families] "
+           "(families above it) | valid (distinct) / proposals | "
            "picked a revision | of them near-copies of a zoo harness | test J (gain) of the others | "
-           "kinds of the picks |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "kinds of the picks |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in tr["rows"].values():
         v, bz = r.get("validity") or {}, r.get("beyond_zoo") or {}
         others = "" if bz.get("others_test_J") is None else f"{bz['others_test_J']:.3f} ({bz['others_gain']:+.3f})"
         md.append(f"| {r['label']} | {r['families']} | {fmt(r['test_J'])} | {fmt(r['test_J_families_resampled'])} | "
                   f"{fmt(r.get('minus_seed'))} | {fmt(r.get('minus_seed_families_resampled'))} | "
-                  f"{fmt(r.get('minus_base'))} | {fmt(r.get('minus_base_families_resampled'))} | "
-                  f"{v.get('valid', '')} ({v.get('distinct', '')}) / {v.get('proposals', '')} | {v.get('improved', '')} | "
+                  f"{fmt(r.get('minus_base'))} | {fmt(r.get('minus_base_families_resampled'))} | {zoo_cell(r)} | "
+                  f"{validity_cell(v)} | {v.get('improved', '')} | "
                   f"{bz.get('near_zoo_copies', '')} | {others} | {kinds(bz.get('kinds'))} |")
     md += ["", "Paper (4B solver): base 0.32, SFT 0.42, RL 0.62, 35B teacher 0.56.", ""]
     fams = sorted({f for r in tr["rows"].values() for f in r["per_family"]})

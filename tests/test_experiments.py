@@ -252,3 +252,22 @@ def test_the_transfer_table_counts_distinct_valid_revisions_per_arm() -> None:
     assert tr["rows"]["base"]["validity"]["distinct"] == 2  # an older row without the count: its valid as the bound
     md = "\n".join(rep.transfer_md(tr))
     assert "| 7 (3) / 8 |" in md
+
+
+def test_the_transfer_table_sets_each_proposer_against_the_best_zoo_harness_per_family() -> None:
+    """Does a proposer go beyond what it was shown: its paired difference from the best zoo harness (families
+    resampled) and how many families it beats it on."""
+    import qwen12_report as rep
+
+    def row(arm: str, fam: str, after: list[float]) -> dict:
+        return {"arm": arm, "family": fam, "after_scores": after, "seed_scores": [0.0, 0.0], "proposals": 4,
+                "valid": 1, "improved": False}
+    tr = rep.transfer([row("zoo", "gcd", [1.0, 1.0]), row("zoo", "maze", [0.0, 0.5]),
+                       row("rl", "gcd", [1.0, 0.0]), row("rl", "maze", [1.0, 1.0])])
+    rl = tr["rows"]["rl"]
+    assert rl["minus_zoo_families_resampled"]["mean"] == (-0.5 + 0.75) / 2 and rl["above_zoo_families"] == 1
+    assert "minus_zoo_families_resampled" not in tr["rows"]["zoo"] and "minus_zoo_families_resampled" not in \
+        tr["rows"]["seed"]
+    md = "\n".join(rep.transfer_md(tr))
+    assert "| 0.125 [" in md and "] (1) |" in md
+    assert "| minimal seed (no revision) | 2 |" in md and " () / " not in md
