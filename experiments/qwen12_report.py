@@ -447,14 +447,20 @@ def musique_sections(rows: list[dict[str, Any]]) -> list[str]:
           "questions]; the oracle is picked on the test split (an upper bound, not a method); gains are paired over "
           "the same questions. Small-model result.", "",
           "| proposer | seed EM | sequential EM | independent EM | oracle EM | seed F1 | sequential F1 | independent F1 "
-          "| oracle F1 | sequential gain F1 | valid (seq / ind) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| oracle F1 | sequential gain F1 | valid (seq / ind) | best zoo F1 | sequential minus best zoo F1 | "
+          "sequential pick: nearest zoo (ratio) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sc, ic = r["sequential_calls"], r["independent_calls"]
+        near = (r.get("nearest_zoo") or {}).get("sequential")
+        zoo = (f"{fmt(r['zoo'].get('f1'))} ({r['zoo_pick']['name']})" if r.get("zoo") and r.get("zoo_pick")
+               else "n/a")
         md.append(f"| {r['arm']} | " + " | ".join(fmt(r.get(k, {}).get("em")) for k in PICKS) + " | "
                   + " | ".join(fmt(r.get(k, {}).get("f1")) for k in PICKS)
                   + f" | {fmt(r.get('sequential_gain', {}).get('f1'))} | {sc['valid']}/{sc['proposals']} / "
-                  f"{ic['valid']}/{ic['proposals']} |")
-    return [*md, ""]
+                  f"{ic['valid']}/{ic['proposals']} | {zoo} | {fmt(r.get('sequential_minus_zoo', {}).get('f1'))} | "
+                  + (f"{near['name']} ({near['ratio']:.2f})" if near else "n/a") + " |")
+    return [*md, "", "The best zoo harness is picked on the score split, as in the transfer table; a sequential pick "
+            "at ratio >= 0.8 to a zoo file is a near-copy of what the proposer was shown.", ""]
 
 
 def failed_sections(status: dict[str, Any]) -> list[str]:

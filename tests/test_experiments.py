@@ -271,3 +271,20 @@ def test_the_transfer_table_sets_each_proposer_against_the_best_zoo_harness_per_
     md = "\n".join(rep.transfer_md(tr))
     assert "| 0.125 [" in md and "] (1) |" in md
     assert "| minimal seed (no revision) | 2 |" in md and " () / " not in md
+
+
+def test_the_musique_table_sets_the_sequential_pick_against_the_best_zoo_harness() -> None:
+    import qwen12_report as rep
+
+    ci = {"mean": 0.25, "lo": 0.1, "hi": 0.4}
+    r = {"arm": "rl", "rounds": 10, "n_test": 99, "n_score": 32, **{k: {"em": ci, "f1": ci} for k in rep.PICKS},
+         "sequential_calls": {"valid": 9, "proposals": 10}, "independent_calls": {"valid": 8, "proposals": 10},
+         "zoo": {"em": ci, "f1": {"mean": 0.4, "lo": 0.3, "hi": 0.5}}, "zoo_pick": {"name": "iterative_search"},
+         "sequential_minus_zoo": {"f1": {"mean": -0.15, "lo": -0.3, "hi": 0.0}},
+         "nearest_zoo": {"sequential": {"name": "retrieve_read", "ratio": 0.91}}}
+    old = {k: v for k, v in r.items() if k not in ("zoo", "zoo_pick", "sequential_minus_zoo", "nearest_zoo")}
+    md = rep.musique_sections([r, {**old, "arm": "base"}])
+    line = next(x for x in md if x.startswith("| rl |"))
+    assert line.endswith("| 0.400 [0.300, 0.500] (iterative_search) | -0.150 [-0.300, 0.000] | retrieve_read (0.91) |")
+    assert next(x for x in md if x.startswith("| base |")).endswith("| n/a | n/a | n/a |")  # a row from before
+

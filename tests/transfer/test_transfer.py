@@ -161,6 +161,13 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
         for pick in ("seed", "sequential", "independent", "oracle"):
             assert {"em", "f1"} <= r[pick].keys() and r[pick]["f1"]["lo"] <= r[pick]["f1"]["mean"] <= r[pick]["f1"]["hi"]
         assert r["oracle"]["em"]["mean"] >= r["independent"]["em"]["mean"]  # picked on test: an upper bound
+        # set against the best zoo harness for question answering (picked on the score split), paired
+        assert r["zoo_pick"]["name"] in ("retrieve_read", "iterative_search") and {"em", "f1"} <= r["zoo"].keys()
+        diff = r["sequential"]["f1"]["mean"] - r["zoo"]["f1"]["mean"]
+        assert abs(r["sequential_minus_zoo"]["f1"]["mean"] - diff) < 1e-9
+        assert set(r["nearest_zoo"]) == {"seed", "sequential", "independent", "oracle"}
+        assert all(0.0 <= v["ratio"] <= 1.0 for v in r["nearest_zoo"].values())
+    assert len({json.dumps(r["zoo_pick"]) for r in mq.values()}) == 1  # one pick for every arm
     # the proposer's samples went through the hf: engine behind the response cache
     assert any(f.name == "responses.sqlite" for f in (tmp_path / "cache").iterdir())
 

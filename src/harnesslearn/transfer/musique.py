@@ -4,8 +4,11 @@ the task's default seed (``zoo.default_seed``), ``rounds`` sequential rounds of 
 ``rounds`` independent proposals from the seed at the same proposer calls. Each arm's row holds the test
 split's EM and F1 (mean and 95 % bootstrap interval over problems) of the seed, the sequential pick, the
 independent pick (both picked on the score split) and the oracle (picked on the test split: an upper
-bound, not a method), the paired gains over the seed, and the proposals' validity and calls
--> ``ret/musique_rows.jsonl``, a line per finished arm (an arm cut by the deadline runs again next time).
+bound, not a method), the paired gains over the seed, and the proposals' validity and calls. Beside them, the
+best zoo harness for question answering (picked on the score split, as the eval stage's zoo arm) with the
+paired difference of the sequential pick from it, and each pick's nearest zoo harness (difflib ratio): does
+the proposer go beyond what it was shown? -> ``ret/musique_rows.jsonl``, a line per finished arm (an arm cut by
+the deadline runs again next time).
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ async def musique(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
 
 async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, shared: Any,
               run_dir: Path) -> dict[str, Any]:
-    """One arm: the compare run, then EM and F1 of each pick on the test split (the evaluations adapt
-    made, shared: nothing is run twice)."""
+    """One arm: the compare run, then EM and F1 on the test split of each pick and of the best zoo harness (the
+    evaluations adapt made, shared: nothing is run twice)."""
     from harnesslearn.adapt import adapt
     from harnesslearn.settings.adapt import AdaptSettings
     from harnesslearn.store import Store
@@ -69,22 +72,52 @@ async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, 
              "independent": ind.get("best_harness_id"), "oracle": (ind.get("oracle") or {}).get("harness_id")}
     with Store.open(run_dir, create=False) as st:
         harnesses = {k: st.load_harness(h) for k, h in picks.items() if h}
+    zoo_name, zoo_h, zoo_score = await zoo_pick(s, rt, task, shared)
+    harnesses["zoo"] = zoo_h
     per: dict[str, dict[str, list[float]]] = {}
     for name, h in harnesses.items():
         ev = await shared(h, task, "test", m.splits.n_test, m.seed, rt.sandbox, s.budgets)
         per[name] = {k: [float(p.details.get(k, 0.0)) if p.score is not None else 0.0 for p in ev.problems]
                      for k in ("em", "f1")}
     out: dict[str, Any] = {"arm": arm, "proposer": f"{s.model}+{arm}", "rounds": m.rounds, "eval_seed": m.seed,
-                           "n_score": m.splits.n_score, "n_test": m.splits.n_test, "picks": picks}
+                           "n_score": m.splits.n_score, "n_test": m.splits.n_test, "picks": picks,
+                           "zoo_pick": {"name": zoo_name, "harness_id": zoo_h.id, "score_J": zoo_score},
+                           "nearest_zoo": {name: nearest(h) for name, h in harnesses.items() if name != "zoo"}}
     for name, v in per.items():
         out[name] = {k: bootstrap_ci(v[k]) for k in ("em", "f1")}
-    for name in ("sequential", "independent", "oracle"):
+    for name, base in (("sequential", "seed"), ("independent", "seed"), ("oracle", "seed"), ("zoo", "seed"),
+                       ("sequential", "zoo")):
         if name in per:  # paired over the same test problems
-            out[f"{name}_gain"] = {k: bootstrap_ci([a - b for a, b in zip(per[name][k], per["seed"][k], strict=True)])
-                                   for k in ("em", "f1")}
+            key = f"{name}_gain" if base == "seed" else f"{name}_minus_{base}"
+            out[key] = {k: bootstrap_ci([a - b for a, b in zip(per[name][k], per[base][k], strict=True)])
+                        for k in ("em", "f1")}
     for name, r in (("sequential", seq), ("independent", ind)):
         out[f"{name}_calls"] = {"proposer": r.get("proposer_calls"), "solver": r.get("solver_calls"),
                                 "proposals": r.get("proposals"), "valid": r.get("valid_proposals"),
                                 "invalid_reasons": r.get("invalid_reasons", {})}
     out["wall_s"] = round(time.time() - t, 1)
     return out
+
+
+async def zoo_pick(s: TransferSettings, rt: Any, task: Any, shared: Any) -> tuple[str, Any, float | None]:
+    """The zoo harness for question answering with the best J on the stage's score split (the first on ties),
+    as (name, harness, score J): what the proposers are set against. Its evaluations go through ``shared``, so
+    every arm of a stage pays for them once."""
+    from harnesslearn import zoo
+    from harnesslearn.propose.rounds import best_of
+
+    m = s.musique
+    hs = {name: zoo.build(name, task, m.seed) for name in zoo.names(task)}
+    js = {name: (await shared(h, task, "score", m.splits.n_score, m.seed, rt.sandbox, s.budgets)).J
+          for name, h in hs.items()}
+    top = best_of([(j, name) for name, j in js.items()])
+    name = top[1] if top is not None else next(iter(hs))
+    return name, hs[name], js[name]
+
+
+def nearest(h: Any) -> dict[str, Any]:
+    from harnesslearn import zoo
+
+    name, ratio = zoo.nearest(h.source)
+    return {"name": name, "ratio": round(ratio, 3)}
+
