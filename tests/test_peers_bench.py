@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
 
 from common import (  # noqa: E402
+    TABLE_HEAD,
     BestTracker,
     Ledger,
     gepa_validity,
@@ -74,6 +75,11 @@ def test_table_says_why_instead_of_a_number() -> None:
     assert "not run as intended: runner exited 1: boom" in md
     m = mean_by_system([ok, bad])
     assert m["gepa"]["mean_gain"] == pytest.approx(0.25) and "openevolve" not in m
+    assert m["gepa"]["zoo_runs"] == 0
+    zoo = {**ok, "system": "zoo", "test_J": 0.75}
+    m = mean_by_system([ok, bad, zoo])
+    assert m["gepa"]["minus_zoo"] == pytest.approx(-0.25) and (m["gepa"]["above_zoo"], m["gepa"]["zoo_runs"]) == (0, 1)
+    assert render_table([bad]).splitlines()[-1].count("|") == TABLE_HEAD.splitlines()[0].count("|")
 
 
 def test_gepa_validity_counts_a_whitespace_copy_as_unchanged() -> None:
@@ -167,15 +173,21 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         p = subprocess.run(
             [sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "run.py"),
              "--server", server.url, "--served-name", "base", "--trained-proposer", "rl",
-             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained", "--tasks", "rg:gcd",
+             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained,zoo", "--tasks", "rg:gcd",
              "--proposer-calls", "1", "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve",
              "--out", str(out)],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
         assert p.returncode == 0, p.stderr[-3000:]
         runs = {r["system"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
-        assert set(runs) == {"hl-sequential", "hl-sequential+mem", "hl-independent@trained"}
+        assert set(runs) == {"hl-sequential", "hl-sequential+mem", "hl-independent@trained", "zoo"}
+        zoo = runs.pop("zoo")  # the best zoo harness on the score split: no proposer call, the zoo's file back
+        assert "error" not in zoo and zoo["ledger"]["proposer_calls"] == 0 and zoo["ledger"]["evaluations"] == 5
+        assert zoo["returned_nearest_zoo"]["ratio"] == 1.0 and zoo["validity"]["note"].startswith("no proposer: 5")
         assert all("error" not in r and r["ledger"]["proposer_calls"] == 1 for r in runs.values()), runs
+        assert all(r["returned_nearest_zoo"]["ratio"] < 0.8 for r in runs.values())  # the seed came back
+        md = (out / "results.md").read_text()
+        assert "| best zoo harness (score split; no proposer) | 1 |" in md and " / 1) |" in md
         proposals = [r for r in server.requests if "SEARCH" in json.dumps(r)]  # the proposer's calls
         assert sorted(r["model"] for r in proposals) == ["base", "base", "rl"]
         shown = ["Harnesses that worked on other tasks" in json.dumps(r) for r in proposals]

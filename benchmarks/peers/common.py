@@ -18,8 +18,8 @@ from harnesslearn.evaluation import improves
 # hl-STRATEGY[+mem][@trained]: +mem shows the proposer the shipped harness memory (built from paper-train
 # families only); @trained asks the trained proposer (--trained-proposer: its name on the server) instead
 SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve", "hl-sequential+mem", "hl-independent+mem",
-           "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained")
-DEFAULT_SYSTEMS = SYSTEMS[:4]
+           "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained", "zoo")
+DEFAULT_SYSTEMS = (*SYSTEMS[:4], "zoo")
 LABELS = {
     "hl-sequential": "harnesslearn sequential",
     "hl-independent": "harnesslearn independent",
@@ -30,6 +30,7 @@ LABELS = {
     "hl-sequential@trained": "harnesslearn sequential, trained proposer",
     "hl-independent@trained": "harnesslearn independent, trained proposer",
     "hl-sequential+mem@trained": "harnesslearn sequential + memory, trained proposer",
+    "zoo": "best zoo harness (score split; no proposer)",
 }
 
 
@@ -213,7 +214,7 @@ def table_row(r: Mapping[str, Any]) -> str:
     head = f"| {r['task']} | {r['seed']} | {LABELS.get(r['system'], r['system'])}{' (carried)' if r.get('carried_from') else ''} |"
     if r.get("error"):
         why = r["error"] if str(r["error"]).startswith("not run") else f"not run as intended: {r['error']}"
-        return head + f" {why} |" + " |" * 7
+        return head + f" {why} |" + " |" * 8
     led = r["ledger"]
     valid = r.get("validity", {})
     vtxt = f"{valid.get('valid', 0)}/{valid.get('proposals', 0)}"
@@ -223,8 +224,12 @@ def table_row(r: Mapping[str, Any]) -> str:
         head + f" {fmt_ci(r.get('test_ci'))} | {fmt_ci(r.get('seed_test_ci'))} | {_f(r.get('score_J'))} | {vtxt} |"
         f" {led['proposer_calls']} | {led['solver_calls']} |"
         f" {led['proposer_prompt_tokens'] + led['proposer_completion_tokens']} / {led['solver_tokens']} |"
-        f" {r.get('wall_s', 0):.0f} |"
+        f" {r.get('wall_s', 0):.0f} | {near_cell(r.get('returned_nearest_zoo'))} |"
     )
+
+
+def near_cell(near: Mapping[str, Any] | None) -> str:
+    return "n/a" if not near else f"{near['name']} ({near['ratio']:.2f})"
 
 
 def _f(x: float | None) -> str:
@@ -233,8 +238,9 @@ def _f(x: float | None) -> str:
 
 TABLE_HEAD = (
     "| task | seed | system | test J of returned harness [95% CI] | seed harness test J | score J (selection) |"
-    " valid proposals | proposer calls | solver calls | tokens proposer / solver | wall s |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|"
+    " valid proposals | proposer calls | solver calls | tokens proposer / solver | wall s |"
+    " returned: nearest zoo harness (difflib ratio) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -243,15 +249,21 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def mean_by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | int]]:
-    """Mean test J (and its gain over the seed) per system over the (task, seed) runs that ran."""
+    """Mean test J (and its gain over the seed) per system over the (task, seed) runs that ran, and against the
+    best zoo harness where the zoo system ran on the same (task, seed): the mean difference and the runs above it."""
     out: dict[str, dict[str, float | int]] = {}
+    zoo = {(r["task"], r["seed"]): float(r["test_J"]) for r in rows
+           if r["system"] == "zoo" and not r.get("error") and r.get("test_J") is not None}
     for s in SYSTEMS:
         ok = [r for r in rows if r["system"] == s and not r.get("error") and r.get("test_J") is not None]
         if not ok:
             continue
         tj = [float(r["test_J"]) for r in ok]
         gain = [float(r["test_J"]) - float(r["seed_test_J"]) for r in ok if r.get("seed_test_J") is not None]
+        vs = [float(r["test_J"]) - zoo[(r["task"], r["seed"])] for r in ok if (r["task"], r["seed"]) in zoo]
         out[s] = {"runs": len(ok), "mean_test_J": sum(tj) / len(tj),
                   "mean_gain": sum(gain) / len(gain) if gain else math.nan,
-                  "improved": sum(1 for g in gain if g > 1e-9), "worse": sum(1 for g in gain if g < -1e-9)}
+                  "improved": sum(1 for g in gain if g > 1e-9), "worse": sum(1 for g in gain if g < -1e-9),
+                  "zoo_runs": len(vs), "minus_zoo": sum(vs) / len(vs) if vs else math.nan,
+                  "above_zoo": sum(1 for v in vs if v > 1e-9)}
     return out

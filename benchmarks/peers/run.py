@@ -235,10 +235,22 @@ class Driver:
             await proposer.aclose()
         return {"best_source": None, "best_harness_id": res.best_harness_id, "adapt": res.to_json()}
 
+    async def run_zoo(self, task: Any, ctx: Any, seed: int) -> dict[str, Any]:
+        """The zoo harnesses that apply to the task, each on the score split (counted like every system's
+        evaluations); the best of them there, whatever the seed scores: what the proposers are set against."""
+        from harnesslearn import zoo
+        from harnesslearn.propose.rounds import best_of
+
+        hs = [zoo.build(name, task, seed) for name in zoo.names(task)]
+        js = [((await self.svc.run_eval(ctx, h, "score", ctx.splits["score"])).J, h) for h in hs]
+        top = best_of(js)
+        best = top[1] if top is not None else hs[0]
+        return {"best_source": best.source, "picked": best.name, "score_J": {h.name: j for j, h in js}}
+
     async def one(self, system: str, task: Any, seed: int) -> dict[str, Any]:
         from harnesslearn.harness import Harness
         from harnesslearn.stats import bootstrap_ci
-        from harnesslearn.zoo import default_seed
+        from harnesslearn.zoo import default_seed, nearest
 
         seed_h = default_seed(task)
         ctx = self.context(system, task, seed)
@@ -254,7 +266,8 @@ class Driver:
                     path = Path(out["adapt"]["run_dir"]) / "harnesses" / f"{out['best_harness_id']}.py"
                     best_h = Harness(path.read_text(encoding="utf-8"))
             else:
-                out = await self.run_peer(system, task, seed, ctx, seed_h.source)
+                out = await (self.run_zoo(task, ctx, seed) if system == "zoo"
+                             else self.run_peer(system, task, seed, ctx, seed_h.source))
                 best_h = Harness(out["best_source"])
         except Exception as e:  # noqa: BLE001 - the table says why instead of a number
             self.svc.end()
@@ -268,6 +281,8 @@ class Driver:
         row["returned_harness_id"] = best_h.id
         row["returned_is_score_best"] = best_h.id == ctx.tracker.best_id
         row["returned_source"] = best_h.source
+        near, ratio = nearest(best_h.source)  # a near-copy (>= 0.8) of a zoo file: what the proposer was shown
+        row["returned_nearest_zoo"] = {"name": near, "ratio": round(ratio, 3)}
         row["score_J"] = _score_of(ctx, best_h.id)
         row["validity"] = validity(system, out, ctx, seed_h.id)
         row["peer"] = {k: v for k, v in out.items() if k not in ("best_source",)}
@@ -280,7 +295,7 @@ class Driver:
                     "test_n": ev.n})
         curve = [(0, sev.J)]
         for calls, _, hid in ctx.tracker.points:
-            if hid == seed_h.id:
+            if hid == seed_h.id or system == "zoo":  # the zoo spends no proposer call: a level, not a curve
                 continue
             if self.args.curve or hid == best_h.id:
                 cur = await self.test_eval(task, seed, Harness(ctx.tracker.sources[hid]))
@@ -317,6 +332,9 @@ def validity(system: str, out: dict[str, Any], ctx: Any, seed_id: str) -> dict[s
     """Proposals and how many were valid, in each system's own terms, with a note."""
     if system.startswith("hl-"):
         return hl_validity(out["adapt"])
+    if system == "zoo":
+        return {"proposals": 0, "valid": 0, "note": f"no proposer: {len(out['score_J'])} zoo harnesses on the score "
+                f"split, picked {out['picked']}"}
     if system == "gepa":
         evaluated = [{"id": h, "source": src, "invalid_reason": ctx.sources_seen.get(h)} for h, src in ctx.sources.items()]
         return gepa_validity(out["proposals"], evaluated, out.get("failed_reflection_calls", 0))
@@ -352,6 +370,12 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
             ys = [c[1] if c[1] is not None else float("nan") for c in r["curve"]]
             color, marker = style[r["system"]]
             first = r["seed"] == rows[0]["seed"]
+            if r["system"] == "zoo":  # no proposer calls: its test J as a level across the plot
+                if r.get("test_J") is not None:
+                    ax.axhline(r["test_J"], color=color, alpha=0.7, linestyle=":" if first else "-.",
+                               label=LABELS["zoo"] if first else None)
+                    drawn += 1
+                continue
             ax.step(xs, ys, where="post", color=color, alpha=0.85, linestyle="-" if first else "--",
                     label=LABELS[r["system"]] if first else None, marker=marker, markersize=4)
             drawn += 1
@@ -404,16 +428,19 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
         "",
         "## Per system, over the (task, seed) runs",
         "",
-        "| system | runs | mean test J | mean gain over the seed harness | improved / worse runs |",
-        "|---|---|---|---|---|",
+        "| system | runs | mean test J | mean gain over the seed harness | improved / worse runs |"
+        " mean minus the best zoo harness (runs above it / runs compared) |",
+        "|---|---|---|---|---|---|",
     ]
     for s in SYSTEMS:
         m = means.get(s)
         if m:
+            vs = "n/a" if not m["zoo_runs"] or s == "zoo" else \
+                f"{m['minus_zoo']:+.3f} ({m['above_zoo']} / {m['zoo_runs']})"
             lines.append(f"| {LABELS[s]} | {m['runs']} | {m['mean_test_J']:.3f} | {m['mean_gain']:+.3f} |"
-                         f" {m['improved']} / {m['worse']} |")
+                         f" {m['improved']} / {m['worse']} | {vs} |")
         else:
-            lines.append(f"| {LABELS[s]} | 0 | not run | | |")
+            lines.append(f"| {LABELS[s]} | 0 | not run | | | |")
     lines += ["", "## Validity notes", ""]
     for r in rows:
         if not r.get("error") and r.get("validity", {}).get("note"):
