@@ -126,6 +126,22 @@ def test_compute_edit_lifts_test_J_in_one_round(env: dict[str, Path]) -> None:
     row = _db(rd).execute("SELECT parent_id, edit FROM harnesses WHERE id = ?", (out["best_harness_id"],)).fetchone()
     assert row["parent_id"] == out["seed_harness_id"] and "<<<<<<< SEARCH" in row["edit"]
     assert (rd / "harnesses" / f"{out['best_harness_id']}.py").read_text().count("re.findall") == 1
+    near = out["best_nearest_zoo"]  # a small edit of the seed, not a zoo harness written back
+    assert near["near_copy"] is False and near["ratio"] < 0.8 and 0 < near["seed_ratio"] < 0.8
+    from harnesslearn.report import write_report
+
+    assert "not a near-copy of a zoo harness" in write_report(rd).read_text()
+
+
+def test_a_zoo_harness_written_back_is_marked_a_near_copy() -> None:
+    from harnesslearn import zoo
+    from harnesslearn.adapt import nearest_zoo
+    from harnesslearn.harness import Harness, load_harness
+
+    seed = load_harness("minimal")
+    assert nearest_zoo(seed, seed) is None  # the seed kept: nothing to mark
+    near = nearest_zoo(Harness(zoo.source("interpreter_loop")), seed)
+    assert near is not None and near["name"] == "interpreter_loop" and near["ratio"] == 1.0 and near["near_copy"]
 
 
 def test_edits_that_never_apply_keep_the_seed(env: dict[str, Path]) -> None:
@@ -134,6 +150,7 @@ def test_edits_that_never_apply_keep_the_seed(env: dict[str, Path]) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
     assert out["best_harness_id"] == out["seed_harness_id"] and out["valid_proposals"] == 0
+    assert "best_nearest_zoo" not in out  # the seed kept: nothing to mark
     assert out["proposals"] == 4 and out["test_J"] == out["seed_test_J"] and out["invalid_reasons"] == {"not_found": 4}
     rows = _db(rd).execute("SELECT valid, reason, raw FROM proposals").fetchall()
     assert len(rows) == 4 and all(r["valid"] == 0 and r["reason"] == "not_found" and r["raw"] for r in rows)

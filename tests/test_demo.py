@@ -60,3 +60,18 @@ def test_demo_command_is_documented() -> None:
 
     r = CliRunner().invoke(app, ["demo", "--help"])
     assert r.exit_code == 0 and "--family" in r.output and "--run-dir" in r.output and "--no-memory" in r.output
+
+
+def test_the_demo_verdict_says_when_the_winning_revision_is_a_zoo_harness_written_back() -> None:
+    """The last line says whether test J rose, and, when the winner is a near-copy of a zoo harness (the
+    memory's interpreter loop written back, say), that it is reuse, not a new program."""
+    from harnesslearn.cli.adapt import _verdict
+
+    out = {"seed_test_J": 0.5, "test_J": 0.75, "n_test": 12}
+    assert _verdict(out) == "test J rose: 0.500 -> 0.750 (held-out test split, n=12)"
+    out["best_nearest_zoo"] = {"name": "interpreter_loop", "ratio": 0.93, "near_copy": True, "seed_ratio": 0.36}
+    assert _verdict(out).endswith("; the winning revision is a near-copy of zoo:interpreter_loop (difflib ratio "
+                                  "0.93), reuse of a known harness, not a new program")
+    out["best_nearest_zoo"] = {"name": "reason_extract", "ratio": 0.6, "near_copy": False, "seed_ratio": 0.36}
+    assert _verdict(out) == "test J rose: 0.500 -> 0.750 (held-out test split, n=12)"
+    assert _verdict({"seed_test_J": 0.5, "test_J": 0.5}).startswith("test J did not rise")

@@ -116,6 +116,9 @@ class AdaptResult:
     oracle: OracleResult | None = None
     compare: dict[str, dict[str, Any]] | None = None  # strategy -> its result's JSON (compare only)
     zoo: list[dict[str, Any]] | None = None  # --zoo-baselines: each zoo harness's score and test J
+    # the best harness's nearest zoo file by difflib ratio (and the seed's, for reference), when a revision won:
+    # a ratio >= zoo.NEAR_COPY means the "improvement" is a zoo harness written back, not a new program
+    best_nearest_zoo: dict[str, Any] | None = None
     memory_shown: list[str] = field(default_factory=list)  # ids of the memory entries the proposer saw
     memory_added: str | None = None  # the id of this run's entry, when its best beat the seed
     memory_error: str | None = None  # why adding that entry failed (disk full, ...): the run itself is done
@@ -126,7 +129,7 @@ class AdaptResult:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("oracle", "compare", "zoo", "memory_error", "stopped"):
+        for key in ("oracle", "compare", "zoo", "best_nearest_zoo", "memory_error", "stopped"):
             if out[key] is None:
                 del out[key]
         out["wall_s"] = round(self.wall_s, 3)
@@ -437,7 +440,7 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
         seed_harness_id=seed_h.id, tokens=loop.tokens, test_solver_calls=loop.test_solver_calls,
         proposer_calls=loop.proposer_calls, invalid_reasons=reasons, rounds=summary,
         lineage=[h.id for h in loop.store.lineage(best.id)], oracle=oracle, wall_s=time.perf_counter() - t0,
-        proposer_format=loop.fmt.name, stopped=loop.stopped,
+        proposer_format=loop.fmt.name, stopped=loop.stopped, best_nearest_zoo=nearest_zoo(best, seed_h),
     )
     rows = spend.per_round(loop.store, loop.run_id, loop.solver_spec, loop.proposer.spec)
     result.spend = {**spend.totals(rows), "per_round": rows}
@@ -450,6 +453,17 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
     # a run stopped at a cap is not done: --resume with a larger cap continues it
     loop.store.finish_run(loop.run_id, result.to_json(), status="stopped" if loop.stopped else "done")
     return result
+
+
+def nearest_zoo(best: Harness, seed_h: Harness) -> dict[str, Any] | None:
+    """``{name, ratio, near_copy, seed_ratio}`` for a best harness that is not the seed, else None."""
+    from harnesslearn import zoo
+
+    if best.id == seed_h.id:
+        return None
+    name, ratio = zoo.nearest(best.source)
+    return {"name": name, "ratio": round(ratio, 3), "near_copy": ratio >= zoo.NEAR_COPY,
+            "seed_ratio": round(zoo.nearest(seed_h.source)[1], 3)}
 
 
 async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:

@@ -109,8 +109,11 @@ def _verdict(out: dict[str, Any]) -> str:
     a, b = out.get("seed_test_J"), out.get("test_J")
     if a is None or b is None:
         return f"test J could not be measured (seed {a}, adapted {b})"
+    near = out.get("best_nearest_zoo") or {}
+    copy = (f"; the winning revision is a near-copy of zoo:{near['name']} (difflib ratio {near['ratio']:.2f}), "
+            "reuse of a known harness, not a new program" if near.get("near_copy") else "")
     if b > a:
-        return f"test J rose: {a:.3f} -> {b:.3f} (held-out test split, n={out.get('n_test', '?')})"
+        return f"test J rose: {a:.3f} -> {b:.3f} (held-out test split, n={out.get('n_test', '?')}){copy}"
     return f"test J did not rise: {a:.3f} -> {b:.3f} (the seed stayed best or the revision did not transfer)"
 
 

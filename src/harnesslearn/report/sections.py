@@ -54,6 +54,12 @@ def summary(view: RunView) -> str:
         label = f"zoo:{z.get('name')}" + (" (best zoo harness, picked on score split)" if z.get("best") else "")
         rows.append([td(label), f'<td class="hid">{esc(_sid(z.get("harness_id")))}</td>',
                      td(z.get("score_J"), "num"), td(z.get("test_J"), "num")])
+    near = view.result.get("best_nearest_zoo")
+    beyond = "" if not near else (
+        f'<p>the best harness is nearest to zoo:{esc(near["name"])} (difflib ratio {near["ratio"]:.2f}; the seed\'s '
+        f'{near["seed_ratio"]:.2f}): '
+        + ("<b>a near-copy of a zoo harness</b>, not a new program.</p>" if near["near_copy"]
+           else "not a near-copy of a zoo harness.</p>"))
     cfg = [[td(k), td(json.dumps(v, default=str) if not isinstance(v, str) else v, "cell")]
            for k, v in sorted(view.config.items())]
     shown, added = view.result.get("memory_shown") or [], view.result.get("memory_added")
@@ -69,6 +75,7 @@ def summary(view: RunView) -> str:
         f"{len(view.proposals)} proposals, {sum(p.valid for p in view.proposals)} valid.</p>"
         + memory
         + table(["harness", "id", "J score split", "J test split"], rows)
+        + beyond
         + "<details><summary>run configuration</summary>"
         + table(["key", "value"], cfg, empty="no configuration recorded")
         + "</details>"
