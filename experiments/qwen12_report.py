@@ -56,14 +56,17 @@ def fmt(ci: dict[str, float] | None) -> str:
 def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}  # arm -> family -> test scores
     val: dict[str, dict[str, int]] = {a: {"proposals": 0, "parsed": 0, "produced": 0, "valid": 0, "distinct": 0,
-                                          "improved": 0, "families": 0} for a in ARMS}
+                                          "unknown_distinct": 0, "improved": 0, "families": 0} for a in ARMS}
     for r in rows:
         per[r["arm"]][r["family"]] = r["after_scores"]
         per["seed"].setdefault(r["family"], r["seed_scores"])
         v = val[r["arm"]]
         for k in ("proposals", "parsed", "produced", "valid"):
             v[k] += int(r.get(k, 0))
-        v["distinct"] += int(r.get("distinct", r.get("valid", 0)))  # rows before the count: valid as the bound
+        if "distinct" in r:
+            v["distinct"] += int(r["distinct"])
+        else:  # a row from before the count (stretch 1): the arm's count is unknown, not its valid count
+            v["unknown_distinct"] += 1
         v["improved"] += bool(r.get("improved"))
         v["families"] += 1
     out: dict[str, Any] = {"rows": {}}
@@ -94,7 +97,9 @@ def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 row["above_zoo_families"] = sum(1 for f in common if (mean(fam[f]) or 0.0) > (mean(per["zoo"][f]) or 0.0))
             row["beyond_zoo"] = beyond_zoo([r for r in rows if r["arm"] == a])
             v = val[a]
-            row["validity"] = {**v, "valid_rate": v["valid"] / v["proposals"] if v["proposals"] else None,
+            unknown = v.pop("unknown_distinct")
+            row["validity"] = {**v, "distinct": None if unknown else v["distinct"],
+                               "valid_rate": v["valid"] / v["proposals"] if v["proposals"] else None,
                                "parse_rate": v["parsed"] / v["proposals"] if v["proposals"] else None}
         out["rows"][a] = row
     return out
@@ -125,8 +130,10 @@ def beyond_zoo(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every valid candidate of the rollout log's groups, once: its update, J and the difflib ratio of its revised
-    harness to the nearest zoo file (``ratio`` None when it is skipped: a revision of another parent than the
-    minimal seed, or not scored, an infrastructure failure with J None). The zoo views below all read this."""
+    harness to the nearest zoo file. ``ratio`` is None when it is skipped, ``skipped`` says why: ``other_parent`` (a
+    revision of another parent than the minimal seed), ``not_scored`` (an infrastructure failure: J None) or
+    ``not_parsable_here`` (valid on the device, but the revised file does not compile under this Python: the device
+    runs a newer one; 2 of 987 in stretch 5, both J 0). The zoo views below all read this."""
     from harnesslearn import zoo
     from harnesslearn.harness import harness_id, load_harness
     from harnesslearn.propose.edits import apply_proposal
@@ -139,9 +146,10 @@ def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not c.get("valid"):
                 continue
             new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
-            ok = new is not None and c.get("J") is not None
-            out.append({"update": int(r["step"]) + 1, "J": float(c["J"]) if ok else None,
-                        "ratio": zoo.nearest(new)[1] if ok else None})
+            why = ("other_parent" if r.get("parent_id") != seed_id else "not_scored" if c.get("J") is None
+                   else "not_parsable_here" if new is None else None)
+            out.append({"update": int(r["step"]) + 1, "J": None if why else float(c["J"]), "skipped": why,
+                        "ratio": zoo.nearest(new)[1] if why is None and new is not None else None})
     return out
 
 
@@ -175,7 +183,7 @@ def zoo_distance(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The scored candidates of all updates by band of their ratio to the nearest zoo file: how many, how many
     earned J > 0, their mean J and the band's share of all J. The 0.8 line of ``rollout_copies`` is a choice; this
     shows where the J sits on either side of it (a band of 0.6-0.8 rich in J would be zoo harnesses reworked, not
-    copied, and a ratio of ~0.35 is about what the minimal seed itself has)."""
+    copied, and a ratio of ~0.36 is what the minimal seed itself has)."""
     scored = [c for c in cands if c["ratio"] is not None]
     total = sum(c["J"] for c in scored)
     out = []
@@ -211,7 +219,7 @@ def spread_md(spread: list[dict[str, Any]], bands: list[dict[str, Any]]) -> list
     if bands and any(b["candidates"] for b in bands):
         md += ["## GRPO candidates by their distance to the zoo (training rollouts, all updates)", "",
                "Each scored valid candidate's difflib ratio to the nearest file of seeds/zoo (1 = a zoo file written "
-               "back; the minimal seed itself is at about 0.35): where the J sits on either side of the 0.8 "
+               "back; the minimal seed itself is at 0.36): where the J sits on either side of the 0.8 "
                "near-copy line.", "", "| ratio | candidates | J > 0 | mean J | share of all J |", "|---|---|---|---|---|"]
         md += [f"| {b['band']} | {b['candidates']} | {b['J_positive']} | {f(b['J_mean'])} | {f(b['J_share'], 2)} |"
                for b in bands]
@@ -511,7 +519,9 @@ def kinds(k: dict[str, int] | None) -> str:
 
 
 def validity_cell(v: dict[str, Any]) -> str:
-    return f"{v['valid']} ({v['distinct']}) / {v['proposals']}" if v else ""
+    if not v:
+        return ""
+    return f"{v['valid']} ({'n/a' if v['distinct'] is None else v['distinct']}) / {v['proposals']}"
 
 
 def zoo_cell(r: dict[str, Any]) -> str:

@@ -125,7 +125,9 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     assert rows[1]["valid"] == 0 and rows[1]["skipped"] == 1 and rows[1]["near_copy_share"] is None
     md = rep.copies_md(rows, tmp_path)
     assert (tmp_path / "grpo_zoo_copies.png").is_file() and any(line.startswith("| 1 | 2 | 1 |") for line in md)
-    bands = {b["band"]: b for b in rep.zoo_distance(rep.scored_candidates(rep.read_jsonl(path)))}
+    cands = rep.scored_candidates(rep.read_jsonl(path))
+    assert [c["skipped"] for c in cands] == ["not_scored", None, None, "other_parent"]
+    bands = {b["band"]: b for b in rep.zoo_distance(cands)}
     assert bands["0.95-1.00"]["candidates"] == 1 and bands["0.95-1.00"]["J_mean"] == 0.5  # the zoo file back
     assert sum(b["candidates"] for b in bands.values()) == 2 and abs(bands["0.95-1.00"]["J_share"] - 0.5 / 0.6) < 1e-9
     assert sum(b["J_positive"] for b in bands.values()) == 2
@@ -249,9 +251,9 @@ def test_the_transfer_table_counts_distinct_valid_revisions_per_arm() -> None:
         return r if distinct is None else {**r, "distinct": distinct}
     tr = rep.transfer([row("sft", "gcd", 4, 1), row("sft", "maze", 3, 2), row("base", "gcd", 2, None)])
     assert tr["rows"]["sft"]["validity"]["distinct"] == 3 and tr["rows"]["sft"]["validity"]["valid"] == 7
-    assert tr["rows"]["base"]["validity"]["distinct"] == 2  # an older row without the count: its valid as the bound
+    assert tr["rows"]["base"]["validity"]["distinct"] is None  # an older row without the count: unknown
     md = "\n".join(rep.transfer_md(tr))
-    assert "| 7 (3) / 8 |" in md
+    assert "| 7 (3) / 8 |" in md and "| 2 (n/a) / 4 |" in md
 
 
 def test_the_transfer_table_sets_each_proposer_against_the_best_zoo_harness_per_family() -> None:

@@ -93,6 +93,18 @@ def test_gepa_validity_counts_a_whitespace_copy_as_unchanged() -> None:
     assert v["note"] == "1 not a harness, 1 unchanged, 1 not evaluated, 1 failed calls"
 
 
+def test_runs_recorded_before_the_zoo_measure_get_it_when_loaded(tmp_path: Path) -> None:
+    import run  # benchmarks/peers/run.py
+
+    from harnesslearn import zoo
+
+    runs = [{"task": "rg:gcd", "seed": 0, "system": "openevolve", "test_J": 0.5}]
+    (tmp_path / "results.json").write_text(json.dumps({"meta": {}, "runs": runs, "harnesses": {
+        "rg:gcd|0|openevolve": zoo.source("reason_extract")}}))
+    _, done = run.load_rows(tmp_path)
+    assert done[("rg:gcd", 0, "openevolve")]["returned_nearest_zoo"] == {"name": "reason_extract", "ratio": 1.0}
+
+
 def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_settings(tmp_path: Path) -> None:
     import run  # benchmarks/peers/run.py
 

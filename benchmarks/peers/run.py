@@ -515,6 +515,11 @@ def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dic
         if key[2].startswith("hl-"):  # recount with the current rule
             r["validity"] = hl_validity(r["peer"]["adapt"])
         r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
+        if r["returned_source"]:  # measured again: runs recorded before the measure (or before a change to it)
+            from harnesslearn.zoo import nearest
+
+            near, ratio = nearest(r["returned_source"])
+            r["returned_nearest_zoo"] = {"name": near, "ratio": round(ratio, 3)}
         hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
         if hf.exists():
             r["evaluated_harnesses"] = json.loads(hf.read_text())["harnesses"]

@@ -75,11 +75,20 @@ def source(name: str) -> str:
 NEAR_COPY = 0.8  # difflib ratio at or above which a harness counts as a near-copy of a zoo harness
 
 
+FILLED_EXAMPLES = re.compile(r"^EXAMPLES = \[\n(?:    \(.*\),\n)*\]$", re.MULTILINE)
+
+
 def nearest(source_text: str) -> tuple[str, float]:
     """The zoo harness file most similar to ``source_text`` and the difflib ratio (0..1) of the two:
-    how much of a revision is what the zoo (or a memory built from it) already showed."""
+    how much of a revision is what the zoo (or a memory built from it) already showed. A few-shot list filled
+    in for a task (``build``) is compared as the template's empty one, so ``few_shot`` built for any task is a
+    copy of its file (ratio 1), as every other zoo harness is."""
     import difflib
 
+    empty = re.search(r"^EXAMPLES = \[\].*$", source("few_shot"), re.MULTILINE)
+    if empty is not None:
+        line = empty.group(0)
+        source_text = FILLED_EXAMPLES.sub(lambda _: line, source_text)
     best = ("", 0.0)
     for name in ENTRIES:
         sm = difflib.SequenceMatcher(None, source_text, source(name), autojunk=False)

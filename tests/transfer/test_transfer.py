@@ -167,7 +167,8 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
         assert abs(r["sequential_minus_zoo"]["f1"]["mean"] - diff) < 1e-9
         assert set(r["nearest_zoo"]) == {"seed", "sequential", "independent", "oracle"}
         assert all(0.0 <= v["ratio"] <= 1.0 for v in r["nearest_zoo"].values())
-    assert len({json.dumps(r["zoo_pick"]) for r in mq.values()}) == 1  # one pick for every arm
+    assert len({json.dumps(r["zoo_pick"]) for r in mq.values()}) == 1  # one pick for every arm, kept in ret/
+    assert json.loads((ret / "musique_zoo.json").read_text())["name"] == next(iter(mq.values()))["zoo_pick"]["name"]
     # the proposer's samples went through the hf: engine behind the response cache
     assert any(f.name == "responses.sqlite" for f in (tmp_path / "cache").iterdir())
 
@@ -222,3 +223,46 @@ def test_restore_copies_a_committed_ret_folder(tmp_path: Path) -> None:
     names = restore(tmp_path / "w", src)
     assert {"sftdata_jobs.jsonl", "grpo"} <= set(names)
     assert json.loads((tmp_path / "w" / "ret" / "grpo" / "state" / "state.json").read_text()) == {"updates": 3}
+
+
+def test_the_musique_zoo_pick_is_made_once_kept_in_ret_and_never_from_a_failed_evaluation(tmp_path: Path) -> None:
+    """The best QA zoo harness on the score split is picked once and kept (ret/musique_zoo.json): an arm that
+    finishes in a later stretch is set against the same pick; an evaluation with infrastructure failures makes
+    no pick (InfraError: the arm is retried) rather than a pick from a partial J."""
+    from types import SimpleNamespace
+
+    from harnesslearn.errors import InfraError
+    from harnesslearn.tasks import load_task
+    from harnesslearn.transfer.musique import zoo_pick
+
+    rows = [{"id": f"m{i}", "question": f"Which number is lucky {i}?", "answers": ["6"],
+             "paragraphs": [{"title": "Luck", "text": f"The lucky number {i} is 6."}]} for i in range(80)]
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = load_task(f"musique:{data}")
+    s = TransferSettings()
+    calls: list[str] = []
+
+    def shared_with(js: dict[str, float], infra: int = 0):  # type: ignore[no-untyped-def]
+        async def shared(h, task, split, n, seed, ex, budgets):  # type: ignore[no-untyped-def]
+            calls.append(h.name)
+            return SimpleNamespace(J=js[h.name], infra_failures=infra)
+        return shared
+
+    rt, path = SimpleNamespace(sandbox=None), tmp_path / "ret" / "musique_zoo.json"
+    path.parent.mkdir()
+    with pytest.raises(InfraError, match="infrastructure failure"):
+        asyncio.run(zoo_pick(s, rt, task, shared_with({"zoo:retrieve_read": 0.2, "zoo:iterative_search": 0.3}, 1),
+                             path))
+    assert not path.exists()
+    name, h, j = asyncio.run(zoo_pick(s, rt, task, shared_with({"zoo:retrieve_read": 0.2,
+                                                                 "zoo:iterative_search": 0.3}), path))
+    assert (name, h.name, j) == ("iterative_search", "zoo:iterative_search", 0.3)
+    assert json.loads(path.read_text())["name"] == "iterative_search"
+    calls.clear()  # a later stretch: the kept pick, whatever a new evaluation would say, and nothing run
+    again = asyncio.run(zoo_pick(s, rt, task, shared_with({"zoo:retrieve_read": 0.9, "zoo:iterative_search": 0.1}),
+                                 path))
+    assert again[0] == "iterative_search" and calls == []
+    other = s.model_copy(update={"musique": s.musique.model_copy(update={"seed": 7})})  # another stage: picked anew
+    assert asyncio.run(zoo_pick(other, rt, task, shared_with({"zoo:retrieve_read": 0.9, "zoo:iterative_search": 0.1}),
+                                path))[0] == "retrieve_read"

@@ -13,11 +13,13 @@ the deadline runs again next time).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.errors import UserError
+from harnesslearn.errors import InfraError, UserError
+from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.stats import bootstrap_ci
 from harnesslearn.transfer.deadline import run_until
 from harnesslearn.transfer.settings import TransferSettings
@@ -48,13 +50,13 @@ async def musique(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     async with arm_runtime(s, ret, work, m.arms, "musique") as (rt, arms):
         shared = SharedEvaluations()
         n = await run_until([a for a in m.arms if a in arms and a not in have], t0 + m.minutes * 60,
-                            lambda arm: row(s, rt, task, arm, arms[arm], shared, work / "musique_runs" / arm),
+                            lambda arm: row(s, rt, task, arm, arms[arm], shared, work / "musique_runs" / arm, ret),
                             lambda arm, r: append_jsonl(rows_path, [r]), label="musique")
     return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
 
 
 async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, shared: Any,
-              run_dir: Path) -> dict[str, Any]:
+              run_dir: Path, ret: Path) -> dict[str, Any]:
     """One arm: the compare run, then EM and F1 on the test split of each pick and of the best zoo harness (the
     evaluations adapt made, shared: nothing is run twice)."""
     from harnesslearn.adapt import adapt
@@ -72,7 +74,7 @@ async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, 
              "independent": ind.get("best_harness_id"), "oracle": (ind.get("oracle") or {}).get("harness_id")}
     with Store.open(run_dir, create=False) as st:
         harnesses = {k: st.load_harness(h) for k, h in picks.items() if h}
-    zoo_name, zoo_h, zoo_score = await zoo_pick(s, rt, task, shared)
+    zoo_name, zoo_h, zoo_score = await zoo_pick(s, rt, task, shared, ret / "musique_zoo.json")
     harnesses["zoo"] = zoo_h
     per: dict[str, dict[str, list[float]]] = {}
     for name, h in harnesses.items():
@@ -99,19 +101,32 @@ async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, 
     return out
 
 
-async def zoo_pick(s: TransferSettings, rt: Any, task: Any, shared: Any) -> tuple[str, Any, float | None]:
+async def zoo_pick(s: TransferSettings, rt: Any, task: Any, shared: Any, path: Path) -> tuple[str, Any, float | None]:
     """The zoo harness for question answering with the best J on the stage's score split (the first on ties),
-    as (name, harness, score J): what the proposers are set against. Its evaluations go through ``shared``, so
-    every arm of a stage pays for them once."""
+    as (name, harness, score J): what the proposers are set against. Made once and kept in ``path`` (in ret/:
+    arms that finish in later stretches are set against the same pick); its evaluations go through ``shared``.
+    An evaluation with infrastructure failures makes no pick (InfraError: the arm fails and runs again)."""
     from harnesslearn import zoo
     from harnesslearn.propose.rounds import best_of
 
     m = s.musique
     hs = {name: zoo.build(name, task, m.seed) for name in zoo.names(task)}
-    js = {name: (await shared(h, task, "score", m.splits.n_score, m.seed, rt.sandbox, s.budgets)).J
-          for name, h in hs.items()}
+    key = {"task": task.spec, "eval_seed": m.seed, "n_score": m.splits.n_score}
+    if path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        name = saved.get("name")
+        if {k: saved.get(k) for k in key} == key and name in hs and hs[name].id == saved.get("harness_id"):
+            return name, hs[name], saved.get("score_J")
+    js: dict[str, float | None] = {}
+    for name, h in hs.items():
+        ev = await shared(h, task, "score", m.splits.n_score, m.seed, rt.sandbox, s.budgets)
+        if ev.infra_failures:
+            raise InfraError(f"zoo:{name}: {ev.infra_failures} infrastructure failure(s) on the score split, no pick")
+        js[name] = ev.J
     top = best_of([(j, name) for name, j in js.items()])
     name = top[1] if top is not None else next(iter(hs))
+    atomic_write_text(path, json.dumps({**key, "name": name, "harness_id": hs[name].id, "score_J": js[name],
+                                        "candidates_score_J": js}, indent=1) + "\n")
     return name, hs[name], js[name]
 
 
