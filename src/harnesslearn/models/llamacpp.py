@@ -12,7 +12,8 @@ instruction-tuned models do) they are rendered with it, through llama-cpp-python
 otherwise (base models) with ``render_messages``. ``chat=template|plain|auto`` (default auto)
 forces one. If the last message is from the assistant, its content is continued (the turn is
 left open: the model writes the rest of it). Options: ``n_ctx`` (default 4096), ``n_threads``
-(default: all cores), ``top_k`` (40), ``repeat_penalty`` (1.1), ``chat``.
+(default: all cores), ``top_k`` (40), ``repeat_penalty`` (1.1), ``chat``, ``lora`` (a GGUF LoRA adapter file applied
+at load, scale 1: ``models/lora_gguf.py`` makes one from a PEFT adapter).
 """
 
 from __future__ import annotations
@@ -33,30 +34,45 @@ CHAT_MODES = ("auto", "template", "plain")
 class LlamaCppBackend(Backend):
     provider: ClassVar[str] = "llamacpp"
     OPTIONS: ClassVar[dict[str, type]] = {"n_ctx": int, "n_threads": int, "top_k": int, "repeat_penalty": float,
-                                          "chat": str}
+                                          "chat": str, "lora": str}
     DEFAULT_CONCURRENCY: ClassVar[int] = 4  # calls queue on the lock; this only bounds waiting threads
     CACHE_BY_DEFAULT: ClassVar[bool] = True
 
     def __init__(self, name: str, *, n_ctx: int = 4096, n_threads: int | None = None, top_k: int = 40,
-                 repeat_penalty: float = 1.1, chat: str = "auto", concurrency: int | None = None) -> None:
+                 repeat_penalty: float = 1.1, chat: str = "auto", lora: str | None = None,
+                 concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
         path = Path(name).expanduser()
         if not path.is_file():
             raise UserError(f"GGUF file not found: {name}")
         if chat not in CHAT_MODES:
             raise UserError(f"llamacpp: chat must be one of {', '.join(CHAT_MODES)}, not {chat!r}")
+        if lora is not None and not Path(lora).expanduser().is_file():
+            raise UserError(f"llamacpp: LoRA file not found: {lora}")
         self.path, self.n_ctx, self.chat_mode = path, n_ctx, chat
+        self.lora = str(Path(lora).expanduser()) if lora else None
+        if self.lora:
+            from harnesslearn.fsutil import sha256_file
+
+            self.lora_digest: str | None = sha256_file(self.lora)[:16]
+        else:
+            self.lora_digest = None
         self.n_threads = n_threads or os.cpu_count() or 1
         self.top_k, self.repeat_penalty = top_k, repeat_penalty
         self._lock = threading.Lock()
         self._llm: Any = None
         self._formatter: Any = None  # Jinja2ChatFormatter of the GGUF's template, or None
 
+    def identity(self) -> str:
+        # a LoRA file's answers are its own: the cache keys them on its content, not its path
+        return self.spec + (f"+lora:{self.lora_digest}" if self.lora_digest else "")
+
     def _load(self) -> Any:
         if self._llm is None:
             from llama_cpp import Llama
 
-            llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False, seed=0)
+            llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False, seed=0,
+                        lora_path=self.lora)
             template = llm.metadata.get("tokenizer.chat_template")
             if template and self.chat_mode != "plain":
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter

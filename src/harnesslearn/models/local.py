@@ -7,8 +7,10 @@ tok/s, Qwen 1.5B 12-20 tok/s for one sequence on 2 cores), else transformers, wh
 bfloat16 copy converted once from the GGUF (``embedded.ensure_hf_copy``, minutes the first
 time; later loads take seconds). ``engine=llamacpp`` or ``engine=hf`` forces one. A one-time
 line on stderr says where the file is and which engine runs it. ``adapter=DIR``: a LoRA adapter (a proposer
-trained on this model with ``harnesslearn train``) merged in at load; it runs on transformers (``engine=auto``
-picks it; ``engine=llamacpp`` with an adapter is refused).
+trained on this model with ``harnesslearn train``): on llama.cpp it is converted once to a GGUF LoRA file
+(``models/lora_gguf.py``, cached by content) and applied at load; on transformers it is merged into the weights at
+load (``engine=auto`` picks transformers for a model whose architecture has no llama.cpp LoRA form here: Gemma).
+The cache names the adapter's content either way.
 
 Chat messages go through the model's own chat template on both engines (the Qwen models);
 Gemma 270M has none, so its messages are rendered as ``System: ...\\n\\nUser: ...\\n\\nAssistant:``
@@ -28,6 +30,8 @@ from harnesslearn.errors import UserError
 from harnesslearn.models.base import Completion, GenerateRequest
 from harnesslearn.models.common import Backend
 from harnesslearn.models.embedded import ensure_gguf, ensure_hf_copy, hf_copy_dir, model_info
+from harnesslearn.models.hf import adapter_sha
+from harnesslearn.models.lora_gguf import ARCHS as LORA_ARCHS
 
 ENGINES = ("auto", "llamacpp", "hf")
 _announced: set[str] = set()
@@ -49,19 +53,22 @@ class LocalBackend(Backend):
         info = model_info(name)
         if engine not in ENGINES:
             raise UserError(f"local: engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-        if adapter and engine == "llamacpp":
-            raise UserError("local: adapter= runs on transformers: leave engine= out or set engine=hf")
         super().__init__(name, concurrency=concurrency)
-        self.engine = "hf" if adapter else best_engine() if engine == "auto" else engine
+        self.engine = best_engine() if engine == "auto" else engine
+        if adapter and engine == "auto" and info.arch not in LORA_ARCHS:  # no llama.cpp LoRA form: transformers
+            self.engine = "hf"
+        self.adapter_digest = adapter_sha(adapter) if adapter else None  # UserError for a folder without one
         self.path = ensure_gguf(name)
         self.chat = info.chat
         self.inner: Backend
         if self.engine == "llamacpp":
             from harnesslearn.models.llamacpp import LlamaCppBackend
+            from harnesslearn.models.lora_gguf import gguf_lora
 
+            lora = str(gguf_lora(adapter, info.arch, self.adapter_digest)) if adapter and self.adapter_digest else None
             self.inner = LlamaCppBackend(str(self.path), n_threads=n_threads, top_k=info.top_k,
                                          repeat_penalty=info.repeat_penalty, n_ctx=n_ctx or info.n_ctx,
-                                         concurrency=self.concurrency)
+                                         lora=lora, concurrency=self.concurrency)
         else:
             from harnesslearn.models.hf import HFBackend
 
@@ -74,8 +81,7 @@ class LocalBackend(Backend):
 
     def identity(self) -> str:
         # the engines' greedy outputs differ: cache them apart; an adapter's answers are its own (its content)
-        digest = getattr(self.inner, "adapter_digest", None)
-        return f"{self.spec}#{self.engine}" + (f"+adapter:{digest}" if digest else "")
+        return f"{self.spec}#{self.engine}" + (f"+adapter:{self.adapter_digest}" if self.adapter_digest else "")
 
     def warm(self) -> None:
         """Load the model now (for transformers, converting the GGUF first if needed)."""

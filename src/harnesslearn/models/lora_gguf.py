@@ -1,0 +1,113 @@
+"""A PEFT LoRA adapter (what ``harnesslearn train sft|grpo`` saves) as a GGUF LoRA file for llama.cpp, so a trained
+proposer runs on the CPU at llama.cpp's speed (``local:NAME?adapter=DIR``) instead of through transformers.
+
+The file is what llama.cpp's own ``convert_lora_to_gguf.py`` writes for a model whose tensors need no reordering
+(Qwen2, Llama-free: no rotary permutation): ``general.type = adapter``, ``adapter.type = lora``,
+``adapter.lora.alpha``, and per adapted weight ``<gguf name>.lora_a`` ([r, in]) and ``.lora_b`` ([out, r]) in f16,
+named through gguf's own tensor-name map. That script is not importable from any package (it lives in the
+llama.cpp source tree, with the 10,000-line HF converter it imports), so this is the small part of it we need,
+with the ``gguf`` package doing the writing. Converted files are kept in the cache folder, named by the adapter's
+content, so a second load takes no time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+from harnesslearn.errors import UserError
+
+ARCHS = ("qwen2",)  # the tensors of these need no reordering between transformers and GGUF
+KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weight$")
+
+
+def read_safetensors(path: Path) -> dict[str, Any]:
+    """The tensors of a safetensors file as float32 numpy arrays (F32, F16 and BF16; numpy has no bfloat16, which
+    safetensors' own numpy loader therefore refuses, and PEFT saves bf16 adapters from bf16 training)."""
+    import numpy as np
+
+    raw = path.read_bytes()
+    try:
+        (n,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8:8 + n])
+        if not isinstance(header, dict):
+            raise ValueError("header is not an object")
+    except (struct.error, ValueError) as e:
+        raise UserError(f"{path}: not a safetensors file ({e})") from None
+    body = memoryview(raw)[8 + n:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        buf = body[a:b]
+        if t["dtype"] == "BF16":
+            x = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif t["dtype"] in ("F16", "F32"):
+            x = np.frombuffer(buf, dtype="<f2" if t["dtype"] == "F16" else "<f4").astype(np.float32)
+        else:
+            raise UserError(f"{path}: tensor {name} is {t['dtype']}; a LoRA adapter's are F32, F16 or BF16")
+        out[name] = x.reshape(t["shape"])
+    return out
+
+
+def convert(adapter: Path, out: Path, arch: str) -> Path:
+    """Write the GGUF LoRA file of the PEFT adapter folder ``adapter`` for a base model of architecture ``arch``."""
+    import gguf
+    import numpy as np
+
+    from harnesslearn.fsutil import atomic_path
+
+    if arch not in ARCHS:
+        raise UserError(f"adapter: llama.cpp LoRA conversion supports {', '.join(ARCHS)} models, not {arch}")
+    try:
+        cfg = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
+        r, alpha = int(cfg["r"]), float(cfg["lora_alpha"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"adapter {adapter}: adapter_config.json does not give the LoRA rank and alpha ({e!r})") from None
+    if cfg.get("use_dora") or cfg.get("modules_to_save") or cfg.get("rank_pattern") or cfg.get("alpha_pattern"):
+        raise UserError(f"adapter {adapter}: DoRA, modules_to_save and per-module ranks have no llama.cpp LoRA form")
+    if cfg.get("use_rslora"):  # PEFT scales by alpha / sqrt(r); llama.cpp by alpha / r
+        alpha *= math.sqrt(r)
+    pairs: dict[str, dict[str, Any]] = {}
+    for name, x in read_safetensors(adapter / "adapter_model.safetensors").items():
+        m = KEY.match(name)
+        if m is None:
+            raise UserError(f"adapter {adapter}: tensor {name} is not a LoRA A or B weight")
+        pairs.setdefault(m["module"], {})[m["ab"]] = x
+    blocks = 1 + max((int(b) for b in re.findall(r"layers\.(\d+)\.", " ".join(pairs))), default=0)
+    names = gguf.get_tensor_name_map(getattr(gguf.MODEL_ARCH, arch.upper()), blocks)
+    with atomic_path(out) as tmp:
+        w = gguf.GGUFWriter(str(tmp), arch)
+        w.add_type(gguf.GGUFType.ADAPTER)
+        w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+        w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, alpha)
+        for module, ab in sorted(pairs.items()):
+            target = names.get_name(module + ".weight", try_suffixes=(".weight",))
+            if target is None or set(ab) != {"A", "B"}:
+                raise UserError(f"adapter {adapter}: {module} has no {arch} tensor in GGUF, or lacks its A or B "
+                                "weight")
+            if ab["A"].shape[0] != r or ab["B"].shape[1] != r:
+                raise UserError(f"adapter {adapter}: {module}'s weights are not of rank {r}")
+            w.add_tensor(target + ".lora_a", np.ascontiguousarray(ab["A"], dtype=np.float16))
+            w.add_tensor(target + ".lora_b", np.ascontiguousarray(ab["B"], dtype=np.float16))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    return out
+
+
+def gguf_lora(adapter: str, arch: str, digest: str) -> Path:
+    """The cached GGUF LoRA file of ``adapter`` (``digest``: its weights' sha256 prefix), converted on first use."""
+    from harnesslearn.fsutil import cache_dir
+
+    out = cache_dir() / "lora" / f"{digest}-{arch}.gguf"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        convert(Path(adapter), out, arch)
+    return out
