@@ -55,6 +55,21 @@ def fit_rows(rows: list[dict[str, str]], tok: Any, max_length: int) -> tuple[lis
     return kept, len(rows) - len(kept)
 
 
+def cap_repeats(rows: list[dict[str, str]], k: int | None) -> tuple[list[dict[str, str]], int]:
+    """At most ``k`` rows per distinct completion, the first ones in the file (None: all), and how many were left
+    out. Teacher-free data repeats the zoo's files word for word across contexts; without a cap the model learns a
+    handful of fixed answers and its samples stop differing."""
+    if k is None:
+        return rows, 0
+    seen: dict[str, int] = {}
+    kept = []
+    for r in rows:
+        seen[r["completion"]] = seen.get(r["completion"], 0) + 1
+        if seen[r["completion"]] <= k:
+            kept.append(r)
+    return kept, len(rows) - len(kept)
+
+
 class SFTDiverged(RuntimeError):
     """Training reached a loss or gradient norm that is not finite; no adapter was saved."""
 
@@ -112,7 +127,7 @@ def check_output_dir(path: str) -> Path:
 
 # the SFT settings a resumed run must share with the run it continues (the checkpoint was trained with them)
 SFT_FIXED = ("model", "adapter", "data", "lora.r", "lora.alpha", "lora.target_modules", "trainer.learning_rate",
-             "trainer.micro_batch", "trainer.grad_accum", "max_length", "seed")
+             "trainer.micro_batch", "trainer.grad_accum", "max_length", "max_same_completion", "seed")
 SFT_SETTINGS = "harnesslearn-sft.json"
 
 
@@ -133,6 +148,10 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
     """Train; returns a summary (steps, final loss, where the adapter went). ``callbacks``:
     transformers ``TrainerCallback``s (for example a deadline that stops training)."""
     rows = read_sft_jsonl(cfg.data)  # a missing or empty file fails before the slow imports
+    rows, repeats = cap_repeats(rows, cfg.max_same_completion)
+    if repeats:
+        print(f"harnesslearn: SFT: {repeats} row(s) left out: more than {cfg.max_same_completion} with the same "
+              f"completion ({len({r['completion'] for r in rows})} distinct completions kept)", file=sys.stderr)
     out = check_output_dir(cfg.output_dir)
     _check_resume(cfg, out)
     from datasets import Dataset
@@ -180,6 +199,8 @@ def run_sft(cfg: SFTTrainConfig, *, callbacks: list[Any] | None = None) -> dict[
         "command": "sft",
         "examples": len(rows),
         "too_long": too_long,
+        "repeats_left_out": repeats,
+        "distinct_completions": len({r["completion"] for r in rows}),
         "steps": int(result.global_step),
         "train_loss": float(result.training_loss),
         "adapter": str(final),

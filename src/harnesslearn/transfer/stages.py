@@ -180,7 +180,8 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
         return {"state": "skipped", "reason": "the sftdata stage kept no rows"}
     t0 = time.time()
     cfg = SFTTrainConfig(model=s.model, data=str(data), output_dir=str(work / "sft"), lora=s.lora,
-                         trainer=s.sft.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), max_length=s.sft.max_length)
+                         trainer=s.sft.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), max_length=s.sft.max_length,
+                         max_same_completion=s.sft.max_same_completion)
     tries: list[dict[str, Any]] = []
     while True:  # a run that diverges (a non-finite loss: no adapter saved) is tried again at half the lr
         stop = deadline_callback(t0 + s.sft.minutes * 60)
