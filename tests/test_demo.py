@@ -53,6 +53,19 @@ def test_demo_never_reads_or_writes_the_users_memory_and_no_memory_turns_the_shi
     assert hashlib.sha256(user.read_bytes()).hexdigest() == digest
 
 
+def test_demo_with_another_proposer_asks_it_and_not_the_solver_for_the_revisions(tmp_path: Path) -> None:
+    """``demo --proposer SPEC`` (a trained proposer beside the embedded solver): every proposal comes from it."""
+    f = tmp_path / "m.py"
+    log = tmp_path / "calls"
+    f.write_text(f"def solver(prompt, **kw):\n    open({str(log)!r}, 'a').write('s\\n')\n    return '42'\n\n"
+                 f"def proposer(prompt, **kw):\n    open({str(log)!r}, 'a').write('p\\n')\n    return 'no edit'\n")
+    out = asyncio.run(run_demo(tmp_path / "run", "basic_arithmetic", model_spec=f"python:{f}:solver",
+                               proposer_spec=f"python:{f}:proposer"))
+    calls = log.read_text().split()
+    assert out["proposals"] == DEMO_SETTINGS.rounds * DEMO_SETTINGS.candidates == calls.count("p")
+    assert calls.count("s") == out["solver_calls"] + out["test_solver_calls"] > 0  # the solver only answered
+
+
 def test_demo_command_is_documented() -> None:
     from typer.testing import CliRunner
 
@@ -60,6 +73,7 @@ def test_demo_command_is_documented() -> None:
 
     r = CliRunner().invoke(app, ["demo", "--help"])
     assert r.exit_code == 0 and "--family" in r.output and "--run-dir" in r.output and "--no-memory" in r.output
+    assert "--proposer" in r.output
 
 
 def test_the_demo_verdict_says_when_the_winning_revision_is_a_zoo_harness_written_back() -> None:

@@ -80,10 +80,12 @@ def _shipped_memory(folder: Path) -> Path:
 
 
 async def run_demo(run_dir: str | Path | None = None, family: str | None = None, *, resume: bool = False,
-                   model_spec: str = DEMO_SOLVER, memory: bool = True, isolation: str | None = None) -> dict[str, Any]:
+                   model_spec: str = DEMO_SOLVER, memory: bool = True, isolation: str | None = None,
+                   proposer_spec: str | None = None) -> dict[str, Any]:
     """Run the demo; returns adapt's JSON plus ``report`` (the HTML path) and ``family``. The demo never
     reads or writes the user's own harness memory: a memory model (``MEMORY_MODELS``) is shown the shipped
-    entries from a file of its own (unless ``memory`` is False), any other model none."""
+    entries from a file of its own (unless ``memory`` is False), any other model none. ``proposer_spec``: another
+    proposer than the solver (a trained one: ``local:NAME?adapter=DIR``); the profile stays the solver's."""
     from harnesslearn.models import load_model
     from harnesslearn.tasks import load_task
 
@@ -97,6 +99,7 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
     family = family or default_family
     task = load_task(f"rg:{family}")
     model = load_model(model_spec)
+    proposer = load_model(proposer_spec) if proposer_spec and proposer_spec != model_spec else model
     # the shipped memory goes into a folder of this run directory's own, rebuilt the same on every start: a
     # --resume sees the same path and the same entries, and the user's memory is never read or written
     tmp = Path(tempfile.gettempdir()) / f"harnesslearn-demo-{hashlib.sha256(str(rd.resolve()).encode()).hexdigest()[:12]}"
@@ -107,10 +110,12 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
             settings = settings.with_(memory=MemorySettings(enabled=True, path=str(_shipped_memory(tmp))))
         else:
             settings = settings.with_(memory=MemorySettings(enabled=False))
-        result = await adapt(task, model, model, settings, run_dir=rd, resume=resume)
+        result = await adapt(task, model, proposer, settings, run_dir=rd, resume=resume)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         await model.aclose()
+        if proposer is not model:
+            await proposer.aclose()
     out = result.to_json()
     out["family"] = family
     out["n_test"] = settings.splits.n_test

@@ -125,6 +125,9 @@ def demo(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo in --run-dir.")] = False,
     model: Annotated[str, typer.Option(
         "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
+    proposer: Annotated[str | None, typer.Option(
+        "--proposer", help="Another proposer than --model, e.g. a trained one: "
+        "'local:qwen2.5-coder-1.5b-instruct?adapter=DIR' (the demo's settings stay --model's).")] = None,
     isolation: IsolationOpt = None,
     unsafe_no_sandbox: UnsafeOpt = False,
     memory: Annotated[bool, typer.Option(
@@ -140,9 +143,10 @@ def demo(
     if run_dir is not None and not run_dir.strip():
         raise UserError("--run-dir must not be empty")
     out = aio.run(run_demo(run_dir=run_dir, family=family, resume=resume, model_spec=model, memory=memory,
-                           isolation=isolation_of(isolation, unsafe_no_sandbox)))
+                           isolation=isolation_of(isolation, unsafe_no_sandbox), proposer_spec=proposer))
+    who = model if not proposer else f"{model} (solver), {proposer} (proposer)"
     human = (
-        f"demo on rg:{out['family']} with {model}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
+        f"demo on rg:{out['family']} with {who}: {out['valid_proposals']}/{out['proposals']} valid proposals, "
         f"{out['wall_s']:.0f} s\nreport: {out.get('report')}\n{_verdict(out)}"
     )
     emit(out, as_json, human)
