@@ -98,7 +98,7 @@ def test_what_has_no_llama_cpp_lora_form_is_one_line_and_leaves_no_file(
 @needs_true(embedded.installed(QWEN05), "qwen")
 @needs("llama_cpp", "llamacpp")
 def test_on_the_embedded_qwen_the_adapter_changes_llama_cpps_text_and_a_zero_one_does_not(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     import gguf
 
     monkeypatch.setenv("HARNESSLEARN_CACHE_DIR", str(tmp_path / "cache"))
@@ -135,3 +135,8 @@ def test_on_the_embedded_qwen_the_adapter_changes_llama_cpps_text_and_a_zero_one
     assert "42" in base and tuned != base and same == base
     assert "+adapter:" in tuned_id and "+adapter:" not in base_id
     assert len(list((tmp_path / "cache" / "lora").glob("*.gguf"))) == 2  # converted once each, kept by content
+    assert "lora for" not in capfd.readouterr().err  # llama.cpp's per-tensor load warnings stay out of the terminal
+    # a LoRA whose shapes do not fit the model (written for a wider one): llama.cpp refuses it, in one line
+    wide = {k: np.concatenate([v, v], axis=1) if "lora_A" in k else v for k, v in lora(1.0).items()}
+    with pytest.raises(UserError, match="blk.0.attn_q.weight.lora_a is .* written for another model"):
+        text(f"local:{QWEN05}?adapter={adapter(tmp_path / 'wide', wide, r=8)}")

@@ -19,8 +19,11 @@ at load, scale 1: ``models/lora_gguf.py`` makes one from a PEFT adapter).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +32,27 @@ from harnesslearn.models.base import Completion, GenerateRequest, Messages
 from harnesslearn.models.common import Backend, apply_stop, render_messages
 
 CHAT_MODES = ("auto", "template", "plain")
+
+
+@contextlib.contextmanager
+def quiet_stderr(on: bool) -> Iterator[Callable[[], str]]:
+    """While ``on``, what the C library writes to stderr goes to a temporary file (yielded: a function that reads
+    it). llama.cpp logs one warning per LoRA tensor at load (224 lines for a r32 q/k/v/o adapter of the 1.5B) at a
+    level llama-cpp-python's ``verbose=False`` does not silence."""
+    if not on:
+        yield lambda: ""
+        return
+    import tempfile
+
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lambda: (tmp.seek(0), tmp.read().decode("utf-8", "replace"))[1]
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 class LlamaCppBackend(Backend):
@@ -53,7 +77,9 @@ class LlamaCppBackend(Backend):
         self.lora = str(Path(lora).expanduser()) if lora else None
         if self.lora:
             from harnesslearn.fsutil import sha256_file
+            from harnesslearn.models.lora_gguf import check_fits
 
+            check_fits(path, Path(self.lora))  # llama.cpp crashes on a LoRA of another model's shapes
             self.lora_digest: str | None = sha256_file(self.lora)[:16]
         else:
             self.lora_digest = None
@@ -71,8 +97,13 @@ class LlamaCppBackend(Backend):
         if self._llm is None:
             from llama_cpp import Llama
 
-            llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False, seed=0,
-                        lora_path=self.lora)
+            with quiet_stderr(self.lora is not None) as said:
+                try:
+                    llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False,
+                                seed=0, lora_path=self.lora)
+                except ValueError as e:  # llama-cpp-python's word for a LoRA file the model cannot take
+                    raise UserError(f"llamacpp: {e} ({(said().strip().splitlines() or ['no reason given'])[-1]})"
+                                    ) from None
             template = llm.metadata.get("tokenizer.chat_template")
             if template and self.chat_mode != "plain":
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter

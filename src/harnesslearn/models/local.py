@@ -66,9 +66,12 @@ class LocalBackend(Backend):
             from harnesslearn.models.lora_gguf import gguf_lora
 
             lora = str(gguf_lora(adapter, info.arch, self.adapter_digest)) if adapter and self.adapter_digest else None
-            self.inner = LlamaCppBackend(str(self.path), n_threads=n_threads, top_k=info.top_k,
-                                         repeat_penalty=info.repeat_penalty, n_ctx=n_ctx or info.n_ctx,
-                                         lora=lora, concurrency=self.concurrency)
+            try:
+                self.inner = LlamaCppBackend(str(self.path), n_threads=n_threads, top_k=info.top_k,
+                                             repeat_penalty=info.repeat_penalty, n_ctx=n_ctx or info.n_ctx,
+                                             lora=lora, concurrency=self.concurrency)
+            except UserError as e:
+                raise UserError(f"local:{name}: adapter {adapter}: {e}") from None
         else:
             from harnesslearn.models.hf import HFBackend
 

@@ -111,3 +111,31 @@ def gguf_lora(adapter: str, arch: str, digest: str) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         convert(Path(adapter), out, arch)
     return out
+
+
+def check_fits(base: Path, lora: Path) -> None:
+    """UserError unless the GGUF LoRA file ``lora`` fits the GGUF model ``base``: the same architecture, and for
+    every ``X.lora_a`` / ``X.lora_b`` a tensor X of the model with the matching input and output sizes. llama.cpp
+    checks less than this and crashes (a segmentation fault, not an error) on a LoRA written for a wider model."""
+    import gguf
+
+    def arch(r: Any) -> str:
+        f = r.fields.get("general.architecture")
+        return "" if f is None else bytes(f.parts[-1]).decode("utf-8", "replace")
+
+    try:
+        b, lo = gguf.GGUFReader(str(base)), gguf.GGUFReader(str(lora))
+    except (OSError, ValueError) as e:
+        raise UserError(f"llamacpp: cannot read {lora} as a GGUF LoRA file ({e})") from None
+    if arch(lo) != arch(b):
+        raise UserError(f"llamacpp: LoRA {lora.name} is for {arch(lo) or 'no architecture'}, the model is {arch(b)}")
+    shapes = {t.name: [int(n) for n in t.shape] for t in b.tensors}  # GGUF order: [in, out]
+    for t in lo.tensors:
+        name, _, part = t.name.rpartition(".")
+        got, want = [int(n) for n in t.shape], shapes.get(name)
+        if part not in ("lora_a", "lora_b") or want is None:
+            raise UserError(f"llamacpp: LoRA {lora.name}: {t.name} adapts no tensor of the model")
+        if (part == "lora_a" and got[0] != want[0]) or (part == "lora_b" and got[-1] != want[-1]):
+            raise UserError(f"llamacpp: LoRA {lora.name}: {t.name} is {got}, the model's {name} is {want}: written "
+                            "for another model")
+
