@@ -290,3 +290,21 @@ def test_the_musique_table_sets_the_sequential_pick_against_the_best_zoo_harness
     assert line.endswith("| 0.400 [0.300, 0.500] (iterative_search) | -0.150 [-0.300, 0.000] | retrieve_read (0.91) |")
     assert next(x for x in md if x.startswith("| base |")).endswith("| n/a | n/a | n/a |")  # a row from before
 
+
+
+def test_proposer_samples_judges_a_sample_as_the_proposal_it_completes() -> None:
+    """experiments/proposer_samples.py: the prompt's started assistant turn + the sample is the proposal; a zoo file
+    written back is valid and a near-copy, a broken body is invalid with its reason."""
+    import proposer_samples as ps
+
+    from harnesslearn import zoo
+    from harnesslearn.harness import load_harness
+
+    seed = load_harness("minimal").source
+    prefill = f"<<<<<<< SEARCH\n{seed[seed.index('def solve'):]}=======\n"
+    loop = zoo.source("interpreter_loop")
+    good = ps.judge(prefill, loop + ">>>>>>> REPLACE\n")
+    assert good["valid"] and good["reason"] is None and good["nearest_zoo"]["name"] == "interpreter_loop"
+    assert good["nearest_zoo"]["ratio"] >= 0.8
+    bad = ps.judge(prefill, "def solve(model, question):\n    return (\n>>>>>>> REPLACE\n")
+    assert not bad["valid"] and bad["reason"] == "syntax_error" and bad["nearest_zoo"] is None
