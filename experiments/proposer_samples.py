@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["arms"][label] = {
             "spec": spec, "distinct": len({s["text"] for s in judged}), "valid": len(valid),
             "distinct_valid": len({s["text"] for s in valid}),
-            "near_zoo_copies": sum(1 for s in valid if s["nearest_zoo"]["ratio"] >= 0.8), "samples": judged}
+            "near_zoo_copies": sum(1 for s in valid if s["nearest_zoo"] and s["nearest_zoo"]["ratio"] >= 0.8),
+            "samples": judged}
         r = res["arms"][label]
         print(f"{label}: {r['distinct']} distinct of {a.k}, {r['valid']} valid ({r['distinct_valid']} distinct), "
               f"{r['near_zoo_copies']} near-copies of a zoo harness; nearest: "

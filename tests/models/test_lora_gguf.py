@@ -94,6 +94,17 @@ def test_what_has_no_llama_cpp_lora_form_is_one_line_and_leaves_no_file(
     assert not (tmp_path / "a.gguf").exists() and not list(tmp_path.glob(".a.gguf*"))
 
 
+def test_an_adapter_without_safetensors_or_with_a_non_positive_alpha_is_one_line(tmp_path: Path) -> None:
+    t = {f"{PREFIX}.0.self_attn.q_proj.lora_A.weight": np.zeros((2, 8)),
+         f"{PREFIX}.0.self_attn.q_proj.lora_B.weight": np.zeros((8, 2))}
+    with pytest.raises(UserError, match="llama.cpp would read 0 as scale 1"):
+        convert(adapter(tmp_path / "zero", t, r=2, alpha=0.0), tmp_path / "zero.gguf", "qwen2")
+    folder = adapter(tmp_path / "bin", t, r=2)
+    (folder / "adapter_model.safetensors").rename(folder / "adapter_model.bin")
+    with pytest.raises(UserError, match="no adapter_model.safetensors"):
+        convert(folder, tmp_path / "bin.gguf", "qwen2")
+
+
 @pytest.mark.slow
 @needs_true(embedded.installed(QWEN05), "qwen")
 @needs("llama_cpp", "llamacpp")
@@ -116,6 +127,7 @@ def test_on_the_embedded_qwen_the_adapter_changes_llama_cpps_text_and_a_zero_one
         return out
 
     strong, zero = adapter(tmp_path / "strong", lora(1.0), r=8), adapter(tmp_path / "zero", lora(0.0), r=8)
+    tiny = adapter(tmp_path / "tiny", lora(1.0), r=8, alpha=1e-6)  # llama.cpp scales by alpha / r: ~1e-7, nothing
     req = GenerateRequest([{"role": "user", "content": "What is 12 + 30? Reply with the number only."}],
                           max_tokens=8, temperature=0.0)
 
@@ -132,11 +144,45 @@ def test_on_the_embedded_qwen_the_adapter_changes_llama_cpps_text_and_a_zero_one
     base, base_id = text(f"local:{QWEN05}")
     tuned, tuned_id = text(f"local:{QWEN05}?adapter={strong}")
     same, _ = text(f"local:{QWEN05}?adapter={zero}")
-    assert "42" in base and tuned != base and same == base
+    scaled_away, _ = text(f"local:{QWEN05}?adapter={tiny}")
+    assert "42" in base and tuned != base and same == base and scaled_away == base
     assert "+adapter:" in tuned_id and "+adapter:" not in base_id
-    assert len(list((tmp_path / "cache" / "lora").glob("*.gguf"))) == 2  # converted once each, kept by content
+    assert len(list((tmp_path / "cache" / "lora").glob("*.gguf"))) == 3  # converted once each, kept by content
     assert "lora for" not in capfd.readouterr().err  # llama.cpp's per-tensor load warnings stay out of the terminal
     # a LoRA whose shapes do not fit the model (written for a wider one): llama.cpp refuses it, in one line
     wide = {k: np.concatenate([v, v], axis=1) if "lora_A" in k else v for k, v in lora(1.0).items()}
     with pytest.raises(UserError, match="blk.0.attn_q.weight.lora_a is .* written for another model"):
         text(f"local:{QWEN05}?adapter={adapter(tmp_path / 'wide', wide, r=8)}")
+    tall = {k: np.concatenate([v, v], axis=0) if "lora_B" in k else v for k, v in lora(1.0).items()}
+    with pytest.raises(UserError, match="blk.0.attn_q.weight.lora_b is .* written for another model"):
+        text(f"local:{QWEN05}?adapter={adapter(tmp_path / 'tall', tall, r=8)}")
+
+
+def test_a_lora_file_of_another_architecture_or_inconsistent_ranks_is_refused_before_llama_cpp_loads_it(
+        tmp_path: Path) -> None:
+    """``check_fits`` (llama.cpp's own refusal ended the process): architecture, a tensor the model lacks, ranks."""
+    import gguf
+
+    from harnesslearn.models.lora_gguf import check_fits
+
+    def write(path: Path, arch: str, tensors: dict[str, np.ndarray]) -> Path:
+        w = gguf.GGUFWriter(str(path), arch)
+        for name, x in tensors.items():
+            w.add_tensor(name, x.astype(np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return path
+
+    base = write(tmp_path / "base.gguf", "qwen2", {"blk.0.attn_q.weight": np.zeros((8, 8))})
+    a, b = np.zeros((2, 8)), np.zeros((8, 2))
+    check_fits(base, write(tmp_path / "ok.gguf", "qwen2", {"blk.0.attn_q.weight.lora_a": a,
+                                                          "blk.0.attn_q.weight.lora_b": b}))
+    for name, arch, tensors, why in (
+            ("llama", "llama", {"blk.0.attn_q.weight.lora_a": a}, "is for llama, the model is qwen2"),
+            ("lacks", "qwen2", {"blk.0.attn_k.weight.lora_a": a}, "adapts no tensor of the model"),
+            ("ranks", "qwen2", {"blk.0.attn_q.weight.lora_a": a, "blk.0.attn_q.weight.lora_b": np.zeros((8, 3))},
+             "ranks 2 and 3")):
+        with pytest.raises(UserError, match=why):
+            check_fits(base, write(tmp_path / f"{name}.gguf", arch, tensors))

@@ -190,6 +190,9 @@ def test_local_adapter_picks_its_engine_and_names_its_content(tmp_path):
     m = load_model(f"local:gemma-3-270m?adapter={tmp_path}", cache=False)
     assert m.engine == "hf" and m.inner.adapter == str(tmp_path)  # type: ignore[attr-defined]
     assert m.identity().endswith("#hf+adapter:" + m.inner.adapter_digest)  # type: ignore[attr-defined]
+    (tmp_path / "adapter_config.json").write_text('{"lora_alpha": 2}')  # another scale: another adapter
+    assert load_model(f"local:gemma-3-270m?adapter={tmp_path}", cache=False).identity() != m.identity()
+    (tmp_path / "adapter_config.json").write_text("{}")
     with pytest.raises(UserError, match="supports qwen2 models, not gemma3"):
         load_model(f"local:gemma-3-270m?adapter={tmp_path}&engine=llamacpp", cache=False)
     with pytest.raises(UserError, match="not a LoRA adapter folder"):

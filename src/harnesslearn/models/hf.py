@@ -57,7 +57,9 @@ def _end_ids(tok: Any, model: Any) -> set[int]:
 
 
 def adapter_sha(adapter: str) -> str:
-    """The first 16 hex digits of the sha256 of a LoRA adapter's weights (UserError if the folder has none)."""
+    """The first 16 hex digits of a sha256 over a LoRA adapter's weights and its adapter_config.json (its rank,
+    alpha and scaling are in the config: an edited alpha is another adapter); UserError if the folder has none."""
+    import hashlib
     from pathlib import Path
 
     from harnesslearn.fsutil import sha256_file
@@ -67,7 +69,8 @@ def adapter_sha(adapter: str) -> str:
     if not (d / "adapter_config.json").is_file() or not weights:
         raise UserError(f"hf: adapter {adapter} is not a LoRA adapter folder (adapter_config.json and "
                         "adapter_model.safetensors)")
-    return sha256_file(weights[0])[:16]
+    h = hashlib.sha256(sha256_file(weights[0]).encode() + b"\0" + (d / "adapter_config.json").read_bytes())
+    return h.hexdigest()[:16]
 
 
 def merged(model: Any, adapter: str) -> Any:

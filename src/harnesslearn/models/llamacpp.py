@@ -34,19 +34,27 @@ from harnesslearn.models.common import Backend, apply_stop, render_messages
 CHAT_MODES = ("auto", "template", "plain")
 
 
+_STDERR_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def quiet_stderr(on: bool) -> Iterator[Callable[[], str]]:
     """While ``on``, what the C library writes to stderr goes to a temporary file (yielded: a function that reads
     it). llama.cpp logs one warning per LoRA tensor at load (224 lines for a r32 q/k/v/o adapter of the 1.5B) at a
-    level llama-cpp-python's ``verbose=False`` does not silence."""
+    level llama-cpp-python's ``verbose=False`` does not silence. fd 2 is the whole process's: one redirect at a time
+    (a lock), and none where fd 2 cannot be duplicated (closed: nothing to keep quiet)."""
     if not on:
         yield lambda: ""
         return
     import tempfile
 
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
+    with _STDERR_LOCK, tempfile.TemporaryFile(mode="w+b") as tmp:
         sys.stderr.flush()
-        saved = os.dup(2)
+        try:
+            saved = os.dup(2)
+        except OSError:
+            yield lambda: ""
+            return
         os.dup2(tmp.fileno(), 2)
         try:
             yield lambda: (tmp.seek(0), tmp.read().decode("utf-8", "replace"))[1]
@@ -97,13 +105,17 @@ class LlamaCppBackend(Backend):
         if self._llm is None:
             from llama_cpp import Llama
 
+            failed: tuple[Exception, list[str]] | None = None
             with quiet_stderr(self.lora is not None) as said:
                 try:
                     llm = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False,
                                 seed=0, lora_path=self.lora)
-                except ValueError as e:  # llama-cpp-python's word for a LoRA file the model cannot take
-                    raise UserError(f"llamacpp: {e} ({(said().strip().splitlines() or ['no reason given'])[-1]})"
-                                    ) from None
+                except (ValueError, RuntimeError) as err:  # llama-cpp-python's words for a file the model cannot take
+                    failed = (err, said().strip().splitlines())
+            if failed is not None:
+                why, log = failed
+                sys.stderr.write("".join(f"{line}\n" for line in log[-20:]))  # what llama.cpp said, kept
+                raise UserError(f"llamacpp: {why}" + (f" ({log[-1]})" if log else "")) from None
             template = llm.metadata.get("tokenizer.chat_template")
             if template and self.chat_mode != "plain":
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter

@@ -22,6 +22,7 @@ from typing import Any
 from harnesslearn.errors import UserError
 
 ARCHS = ("qwen2",)  # the tensors of these need no reordering between transformers and GGUF
+FORMAT = 1  # in the cached file's name: a change to what ``convert`` writes makes files of the old one stale
 KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<ab>[AB])\.weight$")
 
 
@@ -69,6 +70,11 @@ def convert(adapter: Path, out: Path, arch: str) -> Path:
         r, alpha = int(cfg["r"]), float(cfg["lora_alpha"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"adapter {adapter}: adapter_config.json does not give the LoRA rank and alpha ({e!r})") from None
+    if alpha <= 0:  # llama.cpp reads an alpha of 0 as "no scaling" (scale 1), PEFT as a zero update
+        raise UserError(f"adapter {adapter}: lora_alpha {alpha} (llama.cpp would read 0 as scale 1)")
+    if not (adapter / "adapter_model.safetensors").is_file():
+        raise UserError(f"adapter {adapter}: no adapter_model.safetensors (a .bin adapter: save it with "
+                        "safe_serialization, PEFT's default)")
     if cfg.get("use_dora") or cfg.get("modules_to_save") or cfg.get("rank_pattern") or cfg.get("alpha_pattern"):
         raise UserError(f"adapter {adapter}: DoRA, modules_to_save and per-module ranks have no llama.cpp LoRA form")
     if cfg.get("use_rslora"):  # PEFT scales by alpha / sqrt(r); llama.cpp by alpha / r
@@ -106,7 +112,7 @@ def gguf_lora(adapter: str, arch: str, digest: str) -> Path:
     """The cached GGUF LoRA file of ``adapter`` (``digest``: its weights' sha256 prefix), converted on first use."""
     from harnesslearn.fsutil import cache_dir
 
-    out = cache_dir() / "lora" / f"{digest}-{arch}.gguf"
+    out = cache_dir() / "lora" / f"{digest}-{arch}-v{FORMAT}.gguf"
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         convert(Path(adapter), out, arch)
@@ -115,8 +121,9 @@ def gguf_lora(adapter: str, arch: str, digest: str) -> Path:
 
 def check_fits(base: Path, lora: Path) -> None:
     """UserError unless the GGUF LoRA file ``lora`` fits the GGUF model ``base``: the same architecture, and for
-    every ``X.lora_a`` / ``X.lora_b`` a tensor X of the model with the matching input and output sizes. llama.cpp
-    checks less than this and crashes (a segmentation fault, not an error) on a LoRA written for a wider model."""
+    every ``X.lora_a`` / ``X.lora_b`` a tensor X of the model with the matching input and output sizes, and A's rank
+    B's. Checked here because llama.cpp's own refusal of a LoRA written for a wider model ended this process (a
+    segmentation fault under llama-cpp-python 0.3.36) instead of an error."""
     import gguf
 
     def arch(r: Any) -> str:
@@ -130,12 +137,19 @@ def check_fits(base: Path, lora: Path) -> None:
     if arch(lo) != arch(b):
         raise UserError(f"llamacpp: LoRA {lora.name} is for {arch(lo) or 'no architecture'}, the model is {arch(b)}")
     shapes = {t.name: [int(n) for n in t.shape] for t in b.tensors}  # GGUF order: [in, out]
+    ranks: dict[str, dict[str, int]] = {}
     for t in lo.tensors:
         name, _, part = t.name.rpartition(".")
         got, want = [int(n) for n in t.shape], shapes.get(name)
         if part not in ("lora_a", "lora_b") or want is None:
             raise UserError(f"llamacpp: LoRA {lora.name}: {t.name} adapts no tensor of the model")
+        if name.startswith("token_embd"):  # llama.cpp stores this one's A transposed: left to llama.cpp
+            continue
         if (part == "lora_a" and got[0] != want[0]) or (part == "lora_b" and got[-1] != want[-1]):
             raise UserError(f"llamacpp: LoRA {lora.name}: {t.name} is {got}, the model's {name} is {want}: written "
                             "for another model")
+        ranks.setdefault(name, {})[part] = got[1] if part == "lora_a" else got[0]
+    for name, r in ranks.items():
+        if len(set(r.values())) > 1:
+            raise UserError(f"llamacpp: LoRA {lora.name}: {name}'s A and B have ranks {r['lora_a']} and {r['lora_b']}")
 
