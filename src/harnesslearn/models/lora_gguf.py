@@ -2,7 +2,7 @@
 proposer runs on the CPU at llama.cpp's speed (``local:NAME?adapter=DIR``) instead of through transformers.
 
 The file is what llama.cpp's own ``convert_lora_to_gguf.py`` writes for a model whose tensors need no reordering
-(Qwen2, Llama-free: no rotary permutation): ``general.type = adapter``, ``adapter.type = lora``,
+(Qwen2: unlike Llama, no rotary permutation of q and k): ``general.type = adapter``, ``adapter.type = lora``,
 ``adapter.lora.alpha``, and per adapted weight ``<gguf name>.lora_a`` ([r, in]) and ``.lora_b`` ([out, r]) in f16,
 named through gguf's own tensor-name map. That script is not importable from any package (it lives in the
 llama.cpp source tree, with the 10,000-line HF converter it imports), so this is the small part of it we need,
