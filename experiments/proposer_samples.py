@@ -48,9 +48,8 @@ def judge(prefill: str, text: str) -> dict[str, Any]:
     from harnesslearn.propose.edits import apply_proposal
 
     r = apply_proposal(load_harness("minimal").source, prefill + text)
-    near = zoo.nearest(r.source) if r.valid and r.source is not None else None
     return {"valid": r.valid, "reason": None if r.reason is None else str(r.reason.value),
-            "nearest_zoo": None if near is None else {"name": near[0], "ratio": round(near[1], 3)}}
+            "nearest_zoo": zoo.near(r.source) if r.valid and r.source is not None else None}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

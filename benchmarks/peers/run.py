@@ -239,18 +239,18 @@ class Driver:
         """The zoo harnesses that apply to the task, each on the score split (counted like every system's
         evaluations); the best of them there, whatever the seed scores: what the proposers are set against."""
         from harnesslearn import zoo
-        from harnesslearn.propose.rounds import best_of
 
-        hs = [zoo.build(name, task, seed) for name in zoo.names(task)]
-        js = [((await self.svc.run_eval(ctx, h, "score", ctx.splits["score"])).J, h) for h in hs]
-        top = best_of(js)
-        best = top[1] if top is not None else hs[0]
-        return {"best_source": best.source, "picked": best.name, "score_J": {h.name: j for j, h in js}}
+        async def score_J(h: Any) -> float | None:
+            return (await self.svc.run_eval(ctx, h, "score", ctx.splits["score"])).J  # type: ignore[no-any-return]
+
+        hs, js, top = await zoo.score_all(task, seed, score_J)
+        best = hs[top if top is not None else next(iter(hs))]
+        return {"best_source": best.source, "picked": best.name, "score_J": {hs[n].name: j for n, j in js.items()}}
 
     async def one(self, system: str, task: Any, seed: int) -> dict[str, Any]:
         from harnesslearn.harness import Harness
         from harnesslearn.stats import bootstrap_ci
-        from harnesslearn.zoo import default_seed, nearest
+        from harnesslearn.zoo import default_seed, near
 
         seed_h = default_seed(task)
         ctx = self.context(system, task, seed)
@@ -281,8 +281,7 @@ class Driver:
         row["returned_harness_id"] = best_h.id
         row["returned_is_score_best"] = best_h.id == ctx.tracker.best_id
         row["returned_source"] = best_h.source
-        near, ratio = nearest(best_h.source)  # a near-copy (>= 0.8) of a zoo file: what the proposer was shown
-        row["returned_nearest_zoo"] = {"name": near, "ratio": round(ratio, 3)}
+        row["returned_nearest_zoo"] = near(best_h.source)  # >= 0.8: a near-copy of what the proposer was shown
         row["score_J"] = _score_of(ctx, best_h.id)
         row["validity"] = validity(system, out, ctx, seed_h.id)
         row["peer"] = {k: v for k, v in out.items() if k not in ("best_source",)}
@@ -504,6 +503,8 @@ def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
 def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dict[str, Any]]]:
     """(meta, finished runs by (task, seed, system)) of the outputs in ``src`` (a ``partial/``
     folder or a finished ``--out``), with the harness sources put back."""
+    from harnesslearn.zoo import near
+
     data = json.loads((src / "results.json").read_text())
     done: dict[tuple[str, int, str], dict[str, Any]] = {}
     for r in data["runs"]:
@@ -516,10 +517,7 @@ def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dic
             r["validity"] = hl_validity(r["peer"]["adapt"])
         r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
         if r["returned_source"]:  # measured again: runs recorded before the measure (or before a change to it)
-            from harnesslearn.zoo import nearest
-
-            near, ratio = nearest(r["returned_source"])
-            r["returned_nearest_zoo"] = {"name": near, "ratio": round(ratio, 3)}
+            r["returned_nearest_zoo"] = near(r["returned_source"])
         hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
         if hf.exists():
             r["evaluated_harnesses"] = json.loads(hf.read_text())["harnesses"]

@@ -461,9 +461,8 @@ def nearest_zoo(best: Harness, seed_h: Harness) -> dict[str, Any] | None:
 
     if best.id == seed_h.id:
         return None
-    name, ratio = zoo.nearest(best.source)
-    return {"name": name, "ratio": round(ratio, 3), "near_copy": ratio >= zoo.NEAR_COPY,
-            "seed_ratio": round(zoo.nearest(seed_h.source)[1], 3)}
+    rec = zoo.near(best.source)
+    return {**rec, "near_copy": rec["ratio"] >= zoo.NEAR_COPY, "seed_ratio": zoo.near(seed_h.source)["ratio"]}
 
 
 async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:

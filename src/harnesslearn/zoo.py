@@ -15,6 +15,7 @@ is the teacher-free source of first-round revisions for SFT data (``training/sft
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -99,6 +100,25 @@ def nearest(source_text: str) -> tuple[str, float]:
         if ratio > best[1]:
             best = (name, ratio)
     return best
+
+
+def near(source_text: str) -> dict[str, Any]:
+    """``nearest`` as a record: ``{"name", "ratio"}`` (ratio to 3 places), as results files keep it."""
+    name, ratio = nearest(source_text)
+    return {"name": name, "ratio": round(ratio, 3)}
+
+
+async def score_all(task: Task, seed: int, score_J: Callable[[Harness], Awaitable[float | None]]
+                    ) -> tuple[dict[str, Harness], dict[str, float | None], str | None]:
+    """Every zoo harness that applies to ``task`` (built with ``seed``), its score-split J by ``score_J`` (the
+    caller's evaluation, so its counting and caching hold), and the name of the best (``rounds.best_of``: the
+    first on ties; None when none was scored): the pick every comparison with the zoo makes."""
+    from harnesslearn.propose.rounds import best_of
+
+    hs = {name: build(name, task, seed) for name in names(task)}
+    js = {name: await score_J(h) for name, h in hs.items()}
+    top = best_of([(j, name) for name, j in js.items()])
+    return hs, js, top[1] if top is not None else None
 
 
 def _fill_examples(src: str, task: Task, seed: int) -> str:

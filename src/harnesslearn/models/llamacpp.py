@@ -55,9 +55,13 @@ def quiet_stderr(on: bool) -> Iterator[Callable[[], str]]:
         except OSError:
             yield lambda: ""
             return
+        def said() -> str:
+            tmp.seek(0)
+            return tmp.read().decode("utf-8", "replace")
+
         os.dup2(tmp.fileno(), 2)
         try:
-            yield lambda: (tmp.seek(0), tmp.read().decode("utf-8", "replace"))[1]
+            yield said
         finally:
             os.dup2(saved, 2)
             os.close(saved)

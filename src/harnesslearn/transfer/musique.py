@@ -59,6 +59,7 @@ async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, 
               run_dir: Path, ret: Path) -> dict[str, Any]:
     """One arm: the compare run, then EM and F1 on the test split of each pick and of the best zoo harness (the
     evaluations adapt made, shared: nothing is run twice)."""
+    from harnesslearn import zoo
     from harnesslearn.adapt import adapt
     from harnesslearn.settings.adapt import AdaptSettings
     from harnesslearn.store import Store
@@ -84,7 +85,7 @@ async def row(s: TransferSettings, rt: Any, task: Any, arm: str, proposer: Any, 
     out: dict[str, Any] = {"arm": arm, "proposer": f"{s.model}+{arm}", "rounds": m.rounds, "eval_seed": m.seed,
                            "n_score": m.splits.n_score, "n_test": m.splits.n_test, "picks": picks,
                            "zoo_pick": {"name": zoo_name, "harness_id": zoo_h.id, "score_J": zoo_score},
-                           "nearest_zoo": {name: nearest(h) for name, h in harnesses.items() if name != "zoo"}}
+                           "nearest_zoo": {name: zoo.near(h.source) for name, h in harnesses.items() if name != "zoo"}}
     for name, v in per.items():
         out[name] = {k: bootstrap_ci(v[k]) for k in ("em", "f1")}
     for name, base in (("sequential", "seed"), ("independent", "seed"), ("oracle", "seed"), ("zoo", "seed"),
@@ -107,32 +108,25 @@ async def zoo_pick(s: TransferSettings, rt: Any, task: Any, shared: Any, path: P
     arms that finish in later stretches are set against the same pick); its evaluations go through ``shared``.
     An evaluation with infrastructure failures makes no pick (InfraError: the arm fails and runs again)."""
     from harnesslearn import zoo
-    from harnesslearn.propose.rounds import best_of
 
     m = s.musique
-    hs = {name: zoo.build(name, task, m.seed) for name in zoo.names(task)}
     key = {"task": task.spec, "eval_seed": m.seed, "n_score": m.splits.n_score}
     if path.is_file():
         saved = json.loads(path.read_text(encoding="utf-8"))
         name = saved.get("name")
-        if {k: saved.get(k) for k in key} == key and name in hs and hs[name].id == saved.get("harness_id"):
-            return name, hs[name], saved.get("score_J")
-    js: dict[str, float | None] = {}
-    for name, h in hs.items():
+        if {k: saved.get(k) for k in key} == key and name in zoo.names(task):
+            h = zoo.build(name, task, m.seed)
+            if h.id == saved.get("harness_id"):
+                return name, h, saved.get("score_J")
+
+    async def score_J(h: Any) -> float | None:
         ev = await shared(h, task, "score", m.splits.n_score, m.seed, rt.sandbox, s.budgets)
         if ev.infra_failures:
-            raise InfraError(f"zoo:{name}: {ev.infra_failures} infrastructure failure(s) on the score split, no pick")
-        js[name] = ev.J
-    top = best_of([(j, name) for name, j in js.items()])
-    name = top[1] if top is not None else next(iter(hs))
+            raise InfraError(f"{h.name}: {ev.infra_failures} infrastructure failure(s) on the score split, no pick")
+        return ev.J  # type: ignore[no-any-return]
+
+    hs, js, top = await zoo.score_all(task, m.seed, score_J)
+    name = top if top is not None else next(iter(hs))
     atomic_write_text(path, json.dumps({**key, "name": name, "harness_id": hs[name].id, "score_J": js[name],
                                         "candidates_score_J": js}, indent=1) + "\n")
     return name, hs[name], js[name]
-
-
-def nearest(h: Any) -> dict[str, Any]:
-    from harnesslearn import zoo
-
-    name, ratio = zoo.nearest(h.source)
-    return {"name": name, "ratio": round(ratio, 3)}
-

@@ -380,7 +380,6 @@ class EvalJob:
 
     async def row(self, arm: str, fam: str, arms: dict[str, ModelBackend | None]) -> dict[str, Any]:
         from harnesslearn import zoo
-        from harnesslearn.propose.rounds import best_of
         from harnesslearn.tasks import load_task
 
         s, t = self.s, time.time()
@@ -392,11 +391,12 @@ class EvalJob:
                                "eval_seed": s.eval.seed,
                                "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": _scores(te)}
         if arm == "zoo":  # the best zoo harness by score split, whatever the seed scored
-            hs = {name: zoo.build(name, task, s.eval.seed) for name in zoo.names(task)}
-            js = {name: (await self.evaluation(h, task, "score")).J for name, h in hs.items()}
+            async def score_J(h: Any) -> float | None:
+                return (await self.evaluation(h, task, "score")).J  # type: ignore[no-any-return]
+
+            hs, js, top = await zoo.score_all(task, s.eval.seed, score_J)
             row.update(proposals=len(hs), valid=len(hs), candidate_score_J=js)
-            top = best_of([(j, name) for name, j in js.items()])
-            picked = (top[1], hs[top[1]], top[0]) if top is not None else None
+            picked = (top, hs[top], js[top]) if top is not None else None
         else:
             picked = await self.adapted(arm, task, row, arms[arm.removesuffix("_mem")])
         if picked is None:
