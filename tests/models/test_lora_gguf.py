@@ -160,7 +160,8 @@ def test_on_the_embedded_qwen_the_adapter_changes_llama_cpps_text_and_a_zero_one
 
 def test_a_lora_file_of_another_architecture_or_inconsistent_ranks_is_refused_before_llama_cpp_loads_it(
         tmp_path: Path) -> None:
-    """``check_fits`` (llama.cpp's own refusal ended the process): architecture, a tensor the model lacks, ranks."""
+    """``check_fits`` (llama.cpp's own refusal ended the process): architecture, a tensor the model lacks, half a
+    pair, ranks; norm vectors pass, as llama.cpp ignores them."""
     import gguf
 
     from harnesslearn.models.lora_gguf import check_fits
@@ -179,9 +180,13 @@ def test_a_lora_file_of_another_architecture_or_inconsistent_ranks_is_refused_be
     a, b = np.zeros((2, 8)), np.zeros((8, 2))
     check_fits(base, write(tmp_path / "ok.gguf", "qwen2", {"blk.0.attn_q.weight.lora_a": a,
                                                           "blk.0.attn_q.weight.lora_b": b}))
+    check_fits(base, write(tmp_path / "norm.gguf", "qwen2", {"blk.0.attn_q.weight.lora_a": a,  # as llama.cpp: ignored
+                                                            "blk.0.attn_q.weight.lora_b": b,
+                                                            "blk.0.attn_norm.weight": np.ones(8)}))
     for name, arch, tensors, why in (
             ("llama", "llama", {"blk.0.attn_q.weight.lora_a": a}, "is for llama, the model is qwen2"),
             ("lacks", "qwen2", {"blk.0.attn_k.weight.lora_a": a}, "adapts no tensor of the model"),
+            ("half", "qwen2", {"blk.0.attn_q.weight.lora_a": a}, "has lora_a without its lora_b"),
             ("ranks", "qwen2", {"blk.0.attn_q.weight.lora_a": a, "blk.0.attn_q.weight.lora_b": np.zeros((8, 3))},
              "ranks 2 and 3")):
         with pytest.raises(UserError, match=why):

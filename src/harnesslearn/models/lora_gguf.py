@@ -121,8 +121,8 @@ def gguf_lora(adapter: str, arch: str, digest: str) -> Path:
 
 def check_fits(base: Path, lora: Path) -> None:
     """UserError unless the GGUF LoRA file ``lora`` fits the GGUF model ``base``: the same architecture, and for
-    every ``X.lora_a`` / ``X.lora_b`` a tensor X of the model with the matching input and output sizes, and A's rank
-    B's. Checked here because llama.cpp's own refusal of a LoRA written for a wider model ended this process (a
+    every ``X.lora_a`` / ``X.lora_b`` a tensor X of the model with the matching input and output sizes, both halves,
+    and A's rank B's (``*_norm.weight`` vectors pass: llama.cpp ignores them). Checked here because llama.cpp's own refusal of a LoRA written for a wider model ended this process (a
     segmentation fault under llama-cpp-python 0.3.36) instead of an error."""
     import gguf
 
@@ -139,6 +139,8 @@ def check_fits(base: Path, lora: Path) -> None:
     shapes = {t.name: [int(n) for n in t.shape] for t in b.tensors}  # GGUF order: [in, out]
     ranks: dict[str, dict[str, int]] = {}
     for t in lo.tensors:
+        if t.name.endswith("_norm.weight"):  # llama.cpp loads and ignores a LoRA file's norm vectors
+            continue
         name, _, part = t.name.rpartition(".")
         got, want = [int(n) for n in t.shape], shapes.get(name)
         if part not in ("lora_a", "lora_b") or want is None:
@@ -150,6 +152,9 @@ def check_fits(base: Path, lora: Path) -> None:
                             "for another model")
         ranks.setdefault(name, {})[part] = got[1] if part == "lora_a" else got[0]
     for name, r in ranks.items():
+        if len(r) < 2:
+            raise UserError(f"llamacpp: LoRA {lora.name}: {name} has {next(iter(r))} without its "
+                            f"{'lora_b' if 'lora_a' in r else 'lora_a'}")
         if len(set(r.values())) > 1:
             raise UserError(f"llamacpp: LoRA {lora.name}: {name}'s A and B have ranks {r['lora_a']} and {r['lora_b']}")
 
