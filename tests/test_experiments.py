@@ -241,6 +241,43 @@ def test_serve_solver_serves_adapters_by_name_and_refuses_a_folder_without_one(t
     assert execs == [ss.argv("/m", 0.3, "eager", lora)]  # the fallback keeps the adapters
 
 
+def test_jitcache_brings_the_compiled_kernels_back_within_one_out_file_and_makes_them_newer_than_the_wheels(
+        tmp_path: Path) -> None:
+    """experiments/device/jitcache.sh: out packs the caches that fit 15 MiB together (smallest first, the rest left
+    out with a line saying so); in restores them under $HOME and makes FlashInfer's files newer than anything
+    installed before it (ninja rebuilds what is older than its inputs); a file not carried is one line, no error."""
+    import subprocess
+    import time
+
+    script = EXP / "device" / "jitcache.sh"
+
+    def run(home: Path, *args: str) -> str:
+        p = subprocess.run(["bash", str(script), *args], env={**os.environ, "HOME": str(home)},
+                           capture_output=True, text=True, check=True)
+        return p.stdout
+    old, new = tmp_path / "old", tmp_path / "new"
+    fi = old / ".cache/flashinfer/0.6.14/90a/cached_ops/sampling"
+    fi.mkdir(parents=True)
+    (fi / "sampling.so").write_bytes(os.urandom(1 << 20))
+    os.utime(fi / "sampling.so", (1, 1))  # built long ago, on another machine
+    (old / ".triton/cache/k").mkdir(parents=True)
+    (old / ".triton/cache/k/kernel.json").write_text("{}")
+    (old / ".cache/vllm").mkdir(parents=True)
+    (old / ".cache/vllm/big").write_bytes(os.urandom(16 << 20))  # incompressible, over the limit alone
+    out = run(old, "out", str(tmp_path / "jit.tgz"))
+    assert ".cache/vllm" in out and "left out" in out
+    assert (tmp_path / "jit.tgz").stat().st_size < 15 << 20
+    before = time.time() - 1
+    out = run(new, "in", str(tmp_path / "jit.tgz"))
+    assert "unpacked" in out
+    restored = new / ".cache/flashinfer/0.6.14/90a/cached_ops/sampling/sampling.so"
+    assert restored.read_bytes() == (fi / "sampling.so").read_bytes() and restored.stat().st_mtime >= before
+    assert (new / ".triton/cache/k/kernel.json").is_file() and not (new / ".cache/vllm").exists()
+    assert "not carried" in run(new, "in", str(tmp_path / "missing.tgz"))
+    assert "no cache" in run(tmp_path / "empty", "out", str(tmp_path / "none.tgz"))
+    assert not (tmp_path / "none.tgz").exists()
+
+
 def test_the_transfer_table_counts_distinct_valid_revisions_per_arm() -> None:
     """K proposals that are one revision repeated (a peaked proposer) show as valid (distinct) / proposals."""
     import qwen12_report as rep
