@@ -148,9 +148,49 @@ def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
             why = ("other_parent" if r.get("parent_id") != seed_id else "not_scored" if c.get("J") is None
                    else "not_parsable_here" if new is None else None)
+            near = zoo.nearest(new) if why is None and new is not None else None
             out.append({"update": int(r["step"]) + 1, "J": None if why else float(c["J"]), "skipped": why,
-                        "ratio": zoo.nearest(new)[1] if why is None and new is not None else None})
+                        "ratio": near[1] if near else None, "zoo": near[0] if near else None,
+                        "family": str(r.get("task", "?")).split(":")[-1]})
     return out
+
+
+def family_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per training family and half of the updates (the first half of the update numbers present, then the rest):
+    the scored candidates by which zoo file they copy (ratio >= zoo.NEAR_COPY; "other" below it), each with its
+    count and mean J. Says what the policy learns on the training contexts: which zoo harness to write back for
+    which family, or revisions of its own."""
+    from harnesslearn import zoo
+
+    scored = [c for c in cands if c["ratio"] is not None]
+    if not scored:
+        return []
+    ups = sorted({c["update"] for c in scored})
+    cut = ups[(len(ups) - 1) // 2]
+    halves = {True: f"{ups[0]}-{cut}", False: f"{ups[ups.index(cut) + 1]}-{ups[-1]}" if cut != ups[-1] else ""}
+    by: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for c in scored:
+        kind = c["zoo"] if c["ratio"] >= zoo.NEAR_COPY else "other"
+        by.setdefault((c["family"], halves[c["update"] <= cut]), {}).setdefault(kind, []).append(c["J"])
+    return [{"family": fam, "updates": half, "candidates": sum(len(v) for v in kinds.values()),
+             "kinds": {k: {"n": len(v), "J": mean(v)} for k, v in sorted(kinds.items())}}
+            for (fam, half), kinds in sorted(by.items())]
+
+
+def family_md(rows: list[dict[str, Any]]) -> list[str]:
+    """The table of ``family_copies``: one column per zoo file copied anywhere, and "other"."""
+    if not rows:
+        return []
+    names = sorted({k for r in rows for k in r["kinds"]} - {"other"}) + ["other"]
+    md = ["## GRPO candidates per family: which zoo file they copy (training rollouts)", "",
+          "Per paper-train family and half of the updates: the scored candidates that are near-copies of each zoo "
+          "file (ratio >= 0.8), and the others, as count (mean J). A shift between the halves is what the policy "
+          "learned on these contexts.", "",
+          "| family | updates | candidates | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+    for r in rows:
+        cells = [f"{r['kinds'][n]['n']} ({r['kinds'][n]['J']:.2f})" if n in r["kinds"] else "" for n in names]
+        md.append(f"| {r['family']} | {r['updates']} | {r['candidates']} | " + " | ".join(cells) + " |")
+    return [*md, ""]
 
 
 def rollout_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -504,6 +544,7 @@ def main(argv: list[str] | None = None) -> None:
     groups = read_jsonl(ret / "rollouts.jsonl.gz")  # read once, for both views
     cands = scored_candidates(groups)
     md += copies_md(rollout_copies(cands), out)
+    md += family_md(family_copies(cands))
     md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))

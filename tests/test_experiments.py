@@ -131,6 +131,29 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     assert bands["0.95-1.00"]["candidates"] == 1 and bands["0.95-1.00"]["J_mean"] == 0.5  # the zoo file back
     assert sum(b["candidates"] for b in bands.values()) == 2 and abs(bands["0.95-1.00"]["J_share"] - 0.5 / 0.6) < 1e-9
     assert sum(b["J_positive"] for b in bands.values()) == 2
+    fam = rep.family_copies(cands)  # both scored candidates are of update 1: one half, copies and others apart
+    assert [(r["updates"], r["candidates"]) for r in fam] == [("1-1", 2)]
+    assert fam[0]["kinds"] == {"interpreter_loop": {"n": 1, "J": 0.5}, "other": {"n": 1, "J": 0.1}}
+    assert "| ? | 1-1 | 2 | 1 (0.50) | 1 (0.10) |" in rep.family_md(fam)
+
+
+def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_file_copied() -> None:
+    import qwen12_report as rep
+
+    def c(update: int, fam: str, ratio: float | None, name: str, j: float) -> dict:
+        return {"update": update, "family": fam, "ratio": ratio, "zoo": name, "J": j}
+    cands = [c(1, "maze", 0.93, "interpreter_loop", 0.4), c(2, "maze", 0.3, "few_shot", 0.0),
+             c(3, "maze", 0.92, "interpreter_loop", 0.8), c(4, "maze", 0.91, "interpreter_loop", 0.6),
+             c(4, "gcd", 0.85, "reason_extract", 0.0), c(4, "gcd", None, "", 0.0)]  # the last one skipped
+    rows = rep.family_copies(cands)
+    assert [(r["family"], r["updates"], r["candidates"]) for r in rows] == [("gcd", "3-4", 1), ("maze", "1-2", 2),
+                                                                            ("maze", "3-4", 2)]
+    assert rows[2]["kinds"] == {"interpreter_loop": {"n": 2, "J": 0.7}}
+    assert rows[1]["kinds"]["other"] == {"n": 1, "J": 0.0}  # below the near-copy line: not a copy of few_shot
+    md = rep.family_md(rows)
+    assert "| family | updates | candidates | interpreter_loop | reason_extract | other |" in md
+    assert "| maze | 3-4 | 2 | 2 (0.70) |  |  |" in md
+    assert rep.family_copies([]) == [] and rep.family_md([]) == []
 
 
 def test_group_spread_counts_distinct_candidates_and_groups_without_a_gradient() -> None:
