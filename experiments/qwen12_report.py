@@ -167,14 +167,14 @@ def family_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
     ups = sorted({c["update"] for c in scored})
     cut = ups[(len(ups) - 1) // 2]
-    halves = {True: f"{ups[0]}-{cut}", False: f"{ups[ups.index(cut) + 1]}-{ups[-1]}" if cut != ups[-1] else ""}
-    by: dict[tuple[str, str], dict[str, list[float]]] = {}
+    halves = {False: f"{ups[0]}-{cut}", True: f"{ups[ups.index(cut) + 1]}-{ups[-1]}" if cut != ups[-1] else ""}
+    by: dict[tuple[str, bool], dict[str, list[float]]] = {}  # (family, second half)
     for c in scored:
         kind = c["zoo"] if c["ratio"] >= zoo.NEAR_COPY else "other"
-        by.setdefault((c["family"], halves[c["update"] <= cut]), {}).setdefault(kind, []).append(c["J"])
-    return [{"family": fam, "updates": half, "candidates": sum(len(v) for v in kinds.values()),
+        by.setdefault((c["family"], c["update"] > cut), {}).setdefault(kind, []).append(c["J"])
+    return [{"family": fam, "updates": halves[second], "candidates": sum(len(v) for v in kinds.values()),
              "kinds": {k: {"n": len(v), "J": mean(v)} for k, v in sorted(kinds.items())}}
-            for (fam, half), kinds in sorted(by.items())]
+            for (fam, second), kinds in sorted(by.items())]
 
 
 def family_md(rows: list[dict[str, Any]]) -> list[str]:

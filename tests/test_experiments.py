@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -154,6 +155,8 @@ def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_f
     assert "| family | updates | candidates | interpreter_loop | reason_extract | other |" in md
     assert "| maze | 3-4 | 2 | 2 (0.70) |  |  |" in md
     assert rep.family_copies([]) == [] and rep.family_md([]) == []
+    late = [c(u, "maze", 0.3, "", 0.0) for u in (5, 9, 12, 20)]  # halves 5-9 and 12-20: in update order, not text
+    assert [r["updates"] for r in rep.family_copies(late)] == ["5-9", "12-20"]
 
 
 def test_group_spread_counts_distinct_candidates_and_groups_without_a_gradient() -> None:
@@ -264,41 +267,70 @@ def test_serve_solver_serves_adapters_by_name_and_refuses_a_folder_without_one(t
     assert execs == [ss.argv("/m", 0.3, "eager", lora)]  # the fallback keeps the adapters
 
 
-def test_jitcache_brings_the_compiled_kernels_back_within_one_out_file_and_makes_them_newer_than_the_wheels(
-        tmp_path: Path) -> None:
-    """experiments/device/jitcache.sh: out packs the caches that fit 15 MiB together (smallest first, the rest left
-    out with a line saying so); in restores them under $HOME and makes FlashInfer's files newer than anything
-    installed before it (ninja rebuilds what is older than its inputs); a file not carried is one line, no error."""
+def _jitcache(home: Path, *args: str) -> str:
     import subprocess
-    import time
 
-    script = EXP / "device" / "jitcache.sh"
+    p = subprocess.run(["bash", str(EXP / "device" / "jitcache.sh"), *args], env={**os.environ, "HOME": str(home)},
+                       capture_output=True, text=True, check=True)
+    return p.stdout
 
-    def run(home: Path, *args: str) -> str:
-        p = subprocess.run(["bash", str(script), *args], env={**os.environ, "HOME": str(home)},
-                           capture_output=True, text=True, check=True)
-        return p.stdout
+
+def test_jitcache_brings_the_caches_back_within_one_out_file_and_leaves_out_what_does_not_fit(tmp_path: Path) -> None:
+    """experiments/device/jitcache.sh: out packs the caches that fit 15 MiB together (smallest first, the rest left
+    out with a line saying so); in restores them under $HOME with their times; a file not carried is one line."""
     old, new = tmp_path / "old", tmp_path / "new"
     fi = old / ".cache/flashinfer/0.6.14/90a/cached_ops/sampling"
     fi.mkdir(parents=True)
     (fi / "sampling.so").write_bytes(os.urandom(1 << 20))
-    os.utime(fi / "sampling.so", (1, 1))  # built long ago, on another machine
+    os.utime(fi / "sampling.so", (1e9, 1e9))
     (old / ".triton/cache/k").mkdir(parents=True)
     (old / ".triton/cache/k/kernel.json").write_text("{}")
     (old / ".cache/vllm").mkdir(parents=True)
     (old / ".cache/vllm/big").write_bytes(os.urandom(16 << 20))  # incompressible, over the limit alone
-    out = run(old, "out", str(tmp_path / "jit.tgz"))
-    assert ".cache/vllm" in out and "left out" in out
-    assert (tmp_path / "jit.tgz").stat().st_size < 15 << 20
-    before = time.time() - 1
-    out = run(new, "in", str(tmp_path / "jit.tgz"))
-    assert "unpacked" in out
+    out = _jitcache(old, "out", str(tmp_path / "jit.tar"))
+    assert ".cache/vllm" in out and "left out" in out and (tmp_path / "jit.tar").stat().st_size < 15 << 20
+    assert "unpacked" in _jitcache(new, "in", str(tmp_path / "jit.tar"), str(tmp_path / "no-site"))
     restored = new / ".cache/flashinfer/0.6.14/90a/cached_ops/sampling/sampling.so"
-    assert restored.read_bytes() == (fi / "sampling.so").read_bytes() and restored.stat().st_mtime >= before
+    assert restored.read_bytes() == (fi / "sampling.so").read_bytes() and restored.stat().st_mtime == 1e9
     assert (new / ".triton/cache/k/kernel.json").is_file() and not (new / ".cache/vllm").exists()
-    assert "not carried" in run(new, "in", str(tmp_path / "missing.tgz"))
-    assert "no cache" in run(tmp_path / "empty", "out", str(tmp_path / "none.tgz"))
-    assert not (tmp_path / "none.tgz").exists()
+    assert "not carried" in _jitcache(new, "in", str(tmp_path / "missing.tar"))
+    assert "no cache" in _jitcache(tmp_path / "empty", "out", str(tmp_path / "none.tar"))
+    assert not (tmp_path / "none.tar").exists()
+
+
+@pytest.mark.skipif(not (shutil.which("ninja") and shutil.which("cc")), reason="needs ninja and a C compiler")
+def test_jitcache_restores_a_flashinfer_style_ninja_build_that_needs_no_rebuild_after_a_fresh_install(
+        tmp_path: Path) -> None:
+    """The case that matters: objects built by ninja with gcc deps on one machine, the sources and headers they
+    depend on installed anew (newer) on the next: after `in`, ninja has no work to do. Touching the restored
+    objects instead (the first version) left every one of them dirty: ninja also checks its recorded times."""
+    import subprocess
+    import time
+
+    home, site = tmp_path / "home", tmp_path / "site"
+    (site / "inc").mkdir(parents=True)
+    (site / "inc" / "k.h").write_text("#define K 3\n")
+    (site / "k.c").write_text('#include "k.h"\nint k(void) { return K; }\n')
+    build = home / ".cache/flashinfer/0.6.14/90a/cached_ops/k"
+    build.mkdir(parents=True)
+    (build / "build.ninja").write_text(
+        f"rule cc\n  command = cc -MD -MF $out.d -I{site / 'inc'} -c $in -o $out\n  deps = gcc\n  depfile = $out.d\n"
+        f"build {build / 'k.o'}: cc {site / 'k.c'}\n")
+
+    def dry_run() -> str:
+        return subprocess.run(["ninja", "-n", "-d", "explain", "-C", str(build)], capture_output=True, text=True,
+                              check=True).stdout
+    subprocess.run(["ninja", "-C", str(build)], capture_output=True, check=True)
+    assert "no work to do" in dry_run()
+    _jitcache(home, "out", str(tmp_path / "jit.tar"))
+    import shutil as sh
+
+    sh.rmtree(home / ".cache")  # a fresh machine: no cache, the wheels installed after the last build
+    later = time.time() + 100
+    for f in (site / "k.c", site / "inc" / "k.h"):
+        os.utime(f, (later, later))
+    _jitcache(home, "in", str(tmp_path / "jit.tar"), str(site))
+    assert "no work to do" in dry_run()
 
 
 def test_the_transfer_table_counts_distinct_valid_revisions_per_arm() -> None:

@@ -28,10 +28,11 @@ while [ $SECONDS -lt $end ] && [ ! -f /tmp/dev/jobs.done ]; do
   if [ $SECONDS -ge $next ]; then pack "$@"; next=$((SECONDS + EVERY)); fi
 done
 pack "$@"
-# the kernels compiled this stretch, for the next one (jitcache.sh), once every job has ended
-if [ -f /tmp/dev/jobs.done ] && [ ! -f "$OUT/jitcache.tgz" ]; then
-  bash experiments/device/jitcache.sh out /tmp/dev/jitcache-out.tgz && [ -f /tmp/dev/jitcache-out.tgz ] \
-    && mv /tmp/dev/jitcache-out.tgz "$OUT/jitcache.tgz"
+# the kernels compiled this stretch, for the next one (jitcache.sh), once every job has ended: compressing the
+# caches takes seconds to tens of seconds after the wait, so the call's limit needs that much beyond T
+if [ -f /tmp/dev/jobs.done ] && [ ! -f "$OUT/jitcache.tar" ]; then
+  bash experiments/device/jitcache.sh out /tmp/dev/jitcache-out.tar && [ -f /tmp/dev/jitcache-out.tar ] \
+    && mv /tmp/dev/jitcache-out.tar "$OUT/jitcache.tar"
 fi
 tail -c 4000 /tmp/dev/jobs.log
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader || true

@@ -176,7 +176,8 @@ def test_a_lora_file_of_another_architecture_or_inconsistent_ranks_is_refused_be
         w.close()
         return path
 
-    base = write(tmp_path / "base.gguf", "qwen2", {"blk.0.attn_q.weight": np.zeros((8, 8))})
+    base = write(tmp_path / "base.gguf", "qwen2", {"blk.0.attn_q.weight": np.zeros((8, 8)),
+                                                   "token_embd.weight": np.zeros((16, 8))})
     a, b = np.zeros((2, 8)), np.zeros((8, 2))
     check_fits(base, write(tmp_path / "ok.gguf", "qwen2", {"blk.0.attn_q.weight.lora_a": a,
                                                           "blk.0.attn_q.weight.lora_b": b}))
@@ -187,6 +188,7 @@ def test_a_lora_file_of_another_architecture_or_inconsistent_ranks_is_refused_be
             ("llama", "llama", {"blk.0.attn_q.weight.lora_a": a}, "is for llama, the model is qwen2"),
             ("lacks", "qwen2", {"blk.0.attn_k.weight.lora_a": a}, "adapts no tensor of the model"),
             ("half", "qwen2", {"blk.0.attn_q.weight.lora_a": a}, "has lora_a without its lora_b"),
+            ("half_embd", "qwen2", {"token_embd.weight.lora_b": np.zeros((16, 2))}, "has lora_b without its lora_a"),
             ("ranks", "qwen2", {"blk.0.attn_q.weight.lora_a": a, "blk.0.attn_q.weight.lora_b": np.zeros((8, 3))},
              "ranks 2 and 3")):
         with pytest.raises(UserError, match=why):

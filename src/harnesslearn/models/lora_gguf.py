@@ -122,8 +122,9 @@ def gguf_lora(adapter: str, arch: str, digest: str) -> Path:
 def check_fits(base: Path, lora: Path) -> None:
     """UserError unless the GGUF LoRA file ``lora`` fits the GGUF model ``base``: the same architecture, and for
     every ``X.lora_a`` / ``X.lora_b`` a tensor X of the model with the matching input and output sizes, both halves,
-    and A's rank B's (``*_norm.weight`` vectors pass: llama.cpp ignores them). Checked here because llama.cpp's own refusal of a LoRA written for a wider model ended this process (a
-    segmentation fault under llama-cpp-python 0.3.36) instead of an error."""
+    and A's rank B's (``*_norm.weight`` vectors pass: llama.cpp ignores them). Checked here because llama.cpp's own
+    refusal of a LoRA written for a wider model ended this process (a segmentation fault under llama-cpp-python
+    0.3.36) instead of an error."""
     import gguf
 
     def arch(r: Any) -> str:
@@ -138,6 +139,7 @@ def check_fits(base: Path, lora: Path) -> None:
         raise UserError(f"llamacpp: LoRA {lora.name} is for {arch(lo) or 'no architecture'}, the model is {arch(b)}")
     shapes = {t.name: [int(n) for n in t.shape] for t in b.tensors}  # GGUF order: [in, out]
     ranks: dict[str, dict[str, int]] = {}
+    halves: dict[str, set[str]] = {}
     for t in lo.tensors:
         if t.name.endswith("_norm.weight"):  # llama.cpp loads and ignores a LoRA file's norm vectors
             continue
@@ -145,16 +147,18 @@ def check_fits(base: Path, lora: Path) -> None:
         got, want = [int(n) for n in t.shape], shapes.get(name)
         if part not in ("lora_a", "lora_b") or want is None:
             raise UserError(f"llamacpp: LoRA {lora.name}: {t.name} adapts no tensor of the model")
-        if name.startswith("token_embd"):  # llama.cpp stores this one's A transposed: left to llama.cpp
+        halves.setdefault(name, set()).add(part)
+        if name.startswith("token_embd"):  # llama.cpp stores this one's A transposed: its sizes left to llama.cpp
             continue
         if (part == "lora_a" and got[0] != want[0]) or (part == "lora_b" and got[-1] != want[-1]):
             raise UserError(f"llamacpp: LoRA {lora.name}: {t.name} is {got}, the model's {name} is {want}: written "
                             "for another model")
         ranks.setdefault(name, {})[part] = got[1] if part == "lora_a" else got[0]
+    for name, h in halves.items():
+        if len(h) < 2:
+            raise UserError(f"llamacpp: LoRA {lora.name}: {name} has {next(iter(h))} without its "
+                            f"{'lora_b' if 'lora_a' in h else 'lora_a'}")
     for name, r in ranks.items():
-        if len(r) < 2:
-            raise UserError(f"llamacpp: LoRA {lora.name}: {name} has {next(iter(r))} without its "
-                            f"{'lora_b' if 'lora_a' in r else 'lora_a'}")
         if len(set(r.values())) > 1:
             raise UserError(f"llamacpp: LoRA {lora.name}: {name}'s A and B have ranks {r['lora_a']} and {r['lora_b']}")
 
