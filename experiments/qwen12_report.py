@@ -276,6 +276,52 @@ def spread_md(spread: list[dict[str, Any]], bands: list[dict[str, Any]]) -> list
     return md
 
 
+def family_signal(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per training family, where GRPO's signal comes from: the candidates with J > 0, the mean J, the mean
+    within-group spread (population std) of J and of the whole reward, the groups whose candidates all got one J,
+    and the share of the reward's within-group variance that J's variance makes (sum over groups; the rest is the
+    parse/produce/completion terms and their covariance with J). A family where that share is small trains the
+    format, not the harness. Unscored candidates count as J 0, as the reward did."""
+    by: dict[str, list[list[dict[str, Any]]]] = {}
+    for r in groups:
+        by.setdefault(str(r.get("task", "?")).split(":")[-1], []).append(r.get("candidates", []))
+
+    def var(xs: list[float]) -> float:
+        m = sum(xs) / len(xs)
+        return sum((x - m) ** 2 for x in xs) / len(xs)
+    out = []
+    for fam in sorted(by):
+        gs = [g for g in by[fam] if g]
+        js = [[float(c.get("J") or 0.0) for c in g] for g in gs]
+        rs = [[float(c.get("reward") or 0.0) for c in g] for g in gs]
+        vj, vr = [var(j) for j in js], [var(r) for r in rs]
+        flat = [x for j in js for x in j]
+        out.append({"family": fam, "contexts": len(gs), "candidates": len(flat),
+                    "J_positive": sum(1 for x in flat if x > 0) / len(flat) if flat else None, "J_mean": mean(flat),
+                    "J_std": mean([v ** 0.5 for v in vj]), "reward_std": mean([v ** 0.5 for v in vr]),
+                    "one_J": sum(1 for j in js if len(set(j)) <= 1),
+                    "J_share_of_variance": sum(vj) / sum(vr) if sum(vr) else None})
+    return out
+
+
+def signal_md(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+
+    def f(x: float | None, d: int = 3) -> str:
+        return "" if x is None else f"{x:.{d}f}"
+    md = ["## GRPO signal per family: J or the format terms (training rollouts, all updates)", "",
+          "Per paper-train family: the share of candidates with J > 0, the mean J, the mean within-group std of J "
+          "and of the reward, the groups where all candidates got one J, and J's share of the reward's "
+          "within-group variance (the rest comes from the parse/produce/completion terms). Where that share is "
+          "small, the group's advantages rank candidates by format, not by how well the harness scores.", "",
+          "| family | contexts | candidates | J > 0 | mean J | J std | reward std | groups with one J | "
+          "J's share of the variance |", "|---|---|---|---|---|---|---|---|---|"]
+    md += [f"| {r['family']} | {r['contexts']} | {r['candidates']} | {f(r['J_positive'], 2)} | {f(r['J_mean'])} | "
+           f"{f(r['J_std'])} | {f(r['reward_std'])} | {r['one_J']} | {f(r['J_share_of_variance'], 2)} |" for r in rows]
+    return [*md, ""]
+
+
 def reward_anatomy(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per GRPO update, from the rollout log's groups (runs of session 31 on; older logs lack the fields): the
     evaluated candidates' wall seconds (p50, p90, max), their slowest run, solver calls per candidate, and the
@@ -545,6 +591,7 @@ def main(argv: list[str] | None = None) -> None:
     cands = scored_candidates(groups)
     md += copies_md(rollout_copies(cands), out)
     md += family_md(family_copies(cands))
+    md += signal_md(family_signal(groups))
     md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))

@@ -159,6 +159,24 @@ def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_f
     assert [r["updates"] for r in rep.family_copies(late)] == ["5-9", "12-20"]
 
 
+def test_family_signal_tells_a_family_that_trains_the_harness_from_one_that_trains_the_format() -> None:
+    import qwen12_report as rep
+
+    def g(task: str, js: list[float | None], fmt: list[float]) -> dict:
+        return {"task": task, "candidates": [{"J": j, "reward": (j or 0.0) + f} for j, f in zip(js, fmt, strict=True)]}
+    groups = [g("rg:maze", [0.0, 0.0, 0.0, 0.0], [0.0, 0.3, 0.3, 0.15]),  # J all 0: the format alone ranks them
+              g("rg:maze", [0.0, None, 0.0, 0.0], [0.3, 0.0, 0.3, 0.3]),  # an unscored one counts as J 0
+              g("rg:simple_geometry", [0.0, 1.0, 0.0, 1.0], [0.3, 0.3, 0.3, 0.3])]  # J alone ranks them
+    rows = {r["family"]: r for r in rep.family_signal(groups)}
+    maze, geo = rows["maze"], rows["simple_geometry"]
+    assert maze["contexts"] == 2 and maze["candidates"] == 8 and maze["J_positive"] == 0.0 and maze["one_J"] == 2
+    assert maze["J_share_of_variance"] == 0.0 and maze["reward_std"] > 0
+    assert geo["J_share_of_variance"] == 1.0 and geo["J_std"] == 0.5 and geo["J_mean"] == 0.5 and geo["one_J"] == 0
+    md = rep.signal_md(list(rows.values()))
+    assert any(line.startswith("| simple_geometry | 1 | 4 | 0.50 | 0.500 | 0.500 | 0.500 | 0 | 1.00 |") for line in md)
+    assert rep.signal_md([]) == []
+
+
 def test_group_spread_counts_distinct_candidates_and_groups_without_a_gradient() -> None:
     import qwen12_report as rep
 
