@@ -53,6 +53,11 @@ def fmt(ci: dict[str, float] | None) -> str:
     return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
 
 
+def cell(x: float | None, d: int = 3) -> str:
+    """A table cell: the number to ``d`` places, empty for None."""
+    return "" if x is None else f"{x:.{d}f}"
+
+
 def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}  # arm -> family -> test scores
     val: dict[str, dict[str, int]] = {a: {"proposals": 0, "parsed": 0, "produced": 0, "valid": 0, "distinct": 0,
@@ -253,8 +258,7 @@ def group_spread(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def spread_md(spread: list[dict[str, Any]], bands: list[dict[str, Any]]) -> list[str]:
-    def f(x: float | None, d: int = 3) -> str:
-        return "" if x is None else f"{x:.{d}f}"
+    f = cell
     md: list[str] = []
     if bands and any(b["candidates"] for b in bands):
         md += ["## GRPO candidates by their distance to the zoo (training rollouts, all updates)", "",
@@ -308,8 +312,7 @@ def signal_md(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
 
-    def f(x: float | None, d: int = 3) -> str:
-        return "" if x is None else f"{x:.{d}f}"
+    f = cell
     md = ["## GRPO signal per family: J or the format terms (training rollouts, all updates)", "",
           "Per paper-train family: the share of candidates with J > 0, the mean J, the mean within-group std of J "
           "and of the reward, the groups where all candidates got one J, and J's share of the reward's "
@@ -362,8 +365,7 @@ def copies_md(rows: list[dict[str, Any]], out: Path) -> list[str]:
     if not rows:
         return []
 
-    def f(x: float | None, d: int = 3) -> str:
-        return "" if x is None else f"{x:.{d}f}"
+    f = cell
     md = ["## GRPO candidates against the zoo (training rollouts)", "",
           "Per update, the valid candidates (revisions of the minimal seed on the paper-train contexts of that "
           "update): how many are near-copies of a zoo harness (difflib ratio >= 0.8 to a file of seeds/zoo), the "
