@@ -182,8 +182,9 @@ def family_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for (fam, second), kinds in sorted(by.items())]
 
 
-def family_md(rows: list[dict[str, Any]]) -> list[str]:
-    """The table of ``family_copies``: one column per zoo file copied anywhere, and "other"."""
+def family_md(rows: list[dict[str, Any]], out: Path | None = None) -> list[str]:
+    """The table of ``family_copies``: one column per zoo file copied anywhere, and "other"; with ``out``, a plot of
+    the J each kind earned (count x mean J), stacked per family and half."""
     if not rows:
         return []
     names = sorted({k for r in rows for k in r["kinds"]} - {"other"}) + ["other"]
@@ -195,7 +196,27 @@ def family_md(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         cells = [f"{r['kinds'][n]['n']} ({r['kinds'][n]['J']:.2f})" if n in r["kinds"] else "" for n in names]
         md.append(f"| {r['family']} | {r['updates']} | {r['candidates']} | " + " | ".join(cells) + " |")
-    return [*md, ""]
+    if out is None:
+        return [*md, ""]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    labels = [f"{r['family']} {r['updates']}" for r in rows]
+    bottom = [0.0] * len(rows)
+    for n in names:
+        earned = [r["kinds"][n]["n"] * (r["kinds"][n]["J"] or 0.0) if n in r["kinds"] else 0.0 for r in rows]
+        ax.bar(labels, earned, bottom=bottom, label=n if n == "other" else f"copies of {n}")
+        bottom = [b + e for b, e in zip(bottom, earned, strict=True)]
+    ax.set_ylabel("J earned (sum over candidates)")
+    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+    for t in ax.get_xticklabels():
+        t.set_horizontalalignment("right")
+    png = save(fig, ax, out, "grpo_family_copies.png",
+               "GRPO: J earned per family and half of the updates, by kind (small-model result)")
+    return [*md, "", f"![{png}]({png})", ""]
 
 
 def rollout_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -592,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
     groups = read_jsonl(ret / "rollouts.jsonl.gz")  # read once, for both views
     cands = scored_candidates(groups)
     md += copies_md(rollout_copies(cands), out)
-    md += family_md(family_copies(cands))
+    md += family_md(family_copies(cands), out)
     md += signal_md(family_signal(groups))
     md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))

@@ -138,7 +138,7 @@ def test_rollout_copies_tells_zoo_near_copies_from_new_revisions_per_update(tmp_
     assert "| ? | 1-1 | 2 | 1 (0.50) | 1 (0.10) |" in rep.family_md(fam)
 
 
-def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_file_copied() -> None:
+def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_file_copied(tmp_path: Path) -> None:
     import qwen12_report as rep
 
     def c(update: int, fam: str, ratio: float | None, name: str, j: float) -> dict:
@@ -155,6 +155,8 @@ def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_f
     assert "| family | updates | candidates | interpreter_loop | reason_extract | other |" in md
     assert "| maze | 3-4 | 2 | 2 (0.70) |  |  |" in md
     assert rep.family_copies([]) == [] and rep.family_md([]) == []
+    assert "![grpo_family_copies.png](grpo_family_copies.png)" in rep.family_md(rows, tmp_path)
+    assert (tmp_path / "grpo_family_copies.png").stat().st_size > 1000
     late = [c(u, "maze", 0.3, "", 0.0) for u in (5, 9, 12, 20)]  # halves 5-9 and 12-20: in update order, not text
     assert [r["updates"] for r in rep.family_copies(late)] == ["5-9", "12-20"]
 
