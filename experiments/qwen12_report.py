@@ -58,6 +58,11 @@ def cell(x: float | None, d: int = 3) -> str:
     return "" if x is None else f"{x:.{d}f}"
 
 
+def family_of(group: dict[str, Any]) -> str:
+    """A rollout group's task family: ``rg:maze`` -> ``maze``."""
+    return str(group.get("task", "?")).split(":")[-1]
+
+
 def transfer(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}  # arm -> family -> test scores
     val: dict[str, dict[str, int]] = {a: {"proposals": 0, "parsed": 0, "produced": 0, "valid": 0, "distinct": 0,
@@ -156,7 +161,7 @@ def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             near = zoo.nearest(new) if why is None and new is not None else None
             out.append({"update": int(r["step"]) + 1, "J": None if why else float(c["J"]), "skipped": why,
                         "ratio": near[1] if near else None, "zoo": near[0] if near else None,
-                        "family": str(r.get("task", "?")).split(":")[-1]})
+                        "family": family_of(r)})
     return out
 
 
@@ -279,14 +284,13 @@ def group_spread(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def spread_md(spread: list[dict[str, Any]], bands: list[dict[str, Any]]) -> list[str]:
-    f = cell
     md: list[str] = []
     if bands and any(b["candidates"] for b in bands):
         md += ["## GRPO candidates by their distance to the zoo (training rollouts, all updates)", "",
                "Each scored valid candidate's difflib ratio to the nearest file of seeds/zoo (1 = a zoo file written "
                "back; the minimal seed itself is at 0.36): where the J sits on either side of the 0.8 "
                "near-copy line.", "", "| ratio | candidates | J > 0 | mean J | share of all J |", "|---|---|---|---|---|"]
-        md += [f"| {b['band']} | {b['candidates']} | {b['J_positive']} | {f(b['J_mean'])} | {f(b['J_share'], 2)} |"
+        md += [f"| {b['band']} | {b['candidates']} | {b['J_positive']} | {cell(b['J_mean'])} | {cell(b['J_share'], 2)} |"
                for b in bands]
         md.append("")
     if spread:
@@ -295,8 +299,8 @@ def spread_md(spread: list[dict[str, Any]], bands: list[dict[str, Any]]) -> list
                "and the contexts whose candidates all got the same reward (they give no gradient).", "",
                "| update | contexts | group size | distinct completions | distinct valid proposals | one reward |",
                "|---|---|---|---|---|---|"]
-        md += [f"| {r['update']} | {r['groups']} | {f(r['size'], 0)} | {f(r['distinct_completions'], 1)} | "
-               f"{f(r['distinct_valid'], 1)} | {r['one_reward']} |" for r in spread]
+        md += [f"| {r['update']} | {r['groups']} | {cell(r['size'], 0)} | {cell(r['distinct_completions'], 1)} | "
+               f"{cell(r['distinct_valid'], 1)} | {r['one_reward']} |" for r in spread]
         md.append("")
     return md
 
@@ -309,7 +313,7 @@ def family_signal(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     format, not the harness. Unscored candidates count as J 0, as the reward did."""
     by: dict[str, list[list[dict[str, Any]]]] = {}
     for r in groups:
-        by.setdefault(str(r.get("task", "?")).split(":")[-1], []).append(r.get("candidates", []))
+        by.setdefault(family_of(r), []).append(r.get("candidates", []))
 
     def var(xs: list[float]) -> float:
         m = sum(xs) / len(xs)
@@ -333,7 +337,6 @@ def signal_md(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
 
-    f = cell
     md = ["## GRPO signal per family: J or the format terms (training rollouts, all updates)", "",
           "Per paper-train family: the share of candidates with J > 0, the mean J, the mean within-group std of J "
           "and of the reward, the groups where all candidates got one J, and J's share of the reward's "
@@ -341,8 +344,8 @@ def signal_md(rows: list[dict[str, Any]]) -> list[str]:
           "small, the group's advantages rank candidates by format, not by how well the harness scores.", "",
           "| family | contexts | candidates | J > 0 | mean J | J std | reward std | groups with one J | "
           "J's share of the variance |", "|---|---|---|---|---|---|---|---|---|"]
-    md += [f"| {r['family']} | {r['contexts']} | {r['candidates']} | {f(r['J_positive'], 2)} | {f(r['J_mean'])} | "
-           f"{f(r['J_std'])} | {f(r['reward_std'])} | {r['one_J']} | {f(r['J_share_of_variance'], 2)} |" for r in rows]
+    md += [f"| {r['family']} | {r['contexts']} | {r['candidates']} | {cell(r['J_positive'], 2)} | {cell(r['J_mean'])} | "
+           f"{cell(r['J_std'])} | {cell(r['reward_std'])} | {r['one_J']} | {cell(r['J_share_of_variance'], 2)} |" for r in rows]
     return [*md, ""]
 
 
@@ -386,7 +389,6 @@ def copies_md(rows: list[dict[str, Any]], out: Path) -> list[str]:
     if not rows:
         return []
 
-    f = cell
     md = ["## GRPO candidates against the zoo (training rollouts)", "",
           "Per update, the valid candidates (revisions of the minimal seed on the paper-train contexts of that "
           "update): how many are near-copies of a zoo harness (difflib ratio >= 0.8 to a file of seeds/zoo), the "
@@ -394,8 +396,8 @@ def copies_md(rows: list[dict[str, Any]], out: Path) -> list[str]:
           "new contexts: a training-signal view, not a held-out one (that is the transfer table's column).", "",
           "| update | valid | near-copies | share | J near-copies | J others | share of J from copies |",
           "|---|---|---|---|---|---|---|"]
-    md += [f"| {r['update']} | {r['valid']} | {r['near_copies']} | {f(r['near_copy_share'], 2)} | {f(r['J_near'])} | "
-           f"{f(r['J_other'])} | {f(r['J_from_copies'], 2)} |" for r in rows]
+    md += [f"| {r['update']} | {r['valid']} | {r['near_copies']} | {cell(r['near_copy_share'], 2)} | {cell(r['J_near'])} | "
+           f"{cell(r['J_other'])} | {cell(r['J_from_copies'], 2)} |" for r in rows]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -462,14 +464,13 @@ def grpo_table(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
     for label, recs in runs.items():
         for r in recs:
             p, t, sec = r.get("reward_parts") or {}, r.get("trl") or {}, r.get("seconds") or {}
-
-            def f(x: Any, d: int = 3) -> str:
-                return "" if x is None else f"{x:.{d}f}"
-            md.append(f"| {label} | {r['update']} | {f(p.get('reward'))} | {f(p.get('J'))} | {f(p.get('parse_rate'), 2)} | "
-                      f"{f(p.get('produce_rate'), 2)} | {f(p.get('completion_rate'), 2)} | "
-                      f"{f(t.get('frac_reward_zero_std'), 2)} | {f(t.get('completions/clipped_ratio'), 2)} | "
-                      f"{f(t.get('completions/mean_length'), 0)} | {f(r.get('adapter_norm'), 4)} | "
-                      f"{f(sec.get('generation'), 1)} | {f(sec.get('reward'), 1)} | {f(sec.get('update'), 1)} | "
+            md.append(f"| {label} | {r['update']} | {cell(p.get('reward'))} | {cell(p.get('J'))} | "
+                      f"{cell(p.get('parse_rate'), 2)} | "
+                      f"{cell(p.get('produce_rate'), 2)} | {cell(p.get('completion_rate'), 2)} | "
+                      f"{cell(t.get('frac_reward_zero_std'), 2)} | {cell(t.get('completions/clipped_ratio'), 2)} | "
+                      f"{cell(t.get('completions/mean_length'), 0)} | {cell(r.get('adapter_norm'), 4)} | "
+                      f"{cell(sec.get('generation'), 1)} | {cell(sec.get('reward'), 1)} | "
+                      f"{cell(sec.get('update'), 1)} | "
                       f"{r.get('peak_gb_this_process', '')} / {r.get('gpu_used_gb', '')} |")
     return md
 
