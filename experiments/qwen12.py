@@ -6,6 +6,7 @@ data from the zoo, LoRA SFT, GRPO with the exact reward) and evaluated on the 21
     python3 experiments/qwen12.py smoke [--work DIR]          # every stage on the CPU, in about a minute
     python3 experiments/qwen12.py collect --work DIR --out $OUT   # what comes back from the device
     python3 experiments/qwen12.py restore --work DIR --from RETURNED_OUT
+    python3 experiments/qwen12.py land --from FILES_AT --logs experiments/results/qwen/stretchN   # here, after a stretch
 
 Every leaf of the ``TransferSettings`` tree is an option named by its dotted key (``--sftdata.minutes 3``,
 ``--grpo.trainer.learning-rate 1e-5``, ``--eval.families gcd,maze``), generated from the tree by the
@@ -22,9 +23,10 @@ import json
 import sys
 from typing import Any
 
+from harnesslearn.errors import UserError
 from harnesslearn.settings.base import leaves
 from harnesslearn.settings.load import load, parse_value
-from harnesslearn.transfer import TransferSettings, collect, restore, run
+from harnesslearn.transfer import TransferSettings, collect, land, restore, run
 from harnesslearn.transfer import smoke as smoke_mod
 
 
@@ -55,6 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     r = sub.add_parser("restore", help="a returned folder -> WORK/ret")
     r.add_argument("--work", default="/tmp/q12w")
     r.add_argument("--from", dest="src", required=True)
+    la = sub.add_parser("land", help="what a stretch brought back (the device tool's files_at) -> the committed state")
+    la.add_argument("--from", dest="src", required=True, help="the folder of returned files (WORKNAME.FILE)")
+    la.add_argument("--state", default="experiments/results/qwen/state", help="the committed ret folder, replaced")
+    la.add_argument("--prefix", default="q12w.", help="the work folder's name as watch.sh prefixed the files")
+    la.add_argument("--logs", default=None, help="where the raw logs go (the stretch's notes folder)")
+    la.add_argument("--keep", default=".keep", help="outside git: jitcache.tar and the SFT adapter")
     a = p.parse_args(argv)
     out: Any
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their logs: stdout holds the JSON alone
@@ -65,6 +73,11 @@ def main(argv: list[str] | None = None) -> None:
             out = run(smoke_mod.settings(a.work))
         elif a.cmd == "collect":
             out = collect(a.work, a.out, adapters=not a.skip_adapters)
+        elif a.cmd == "land":
+            try:
+                out = land(a.src, a.state, prefix=a.prefix, logs=a.logs, keep=a.keep)
+            except UserError as e:
+                sys.exit(f"qwen12 land: {e}")
         else:
             out = restore(a.work, a.src)
     json.dump(out, sys.stdout, indent=1, default=str)

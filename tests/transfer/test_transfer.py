@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import pytest
 from extras import require
 
 from harnesslearn.errors import UserError
-from harnesslearn.transfer import TransferSettings, collect, restore
+from harnesslearn.transfer import TransferSettings, collect, land, restore
 from harnesslearn.transfer.deadline import run_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,6 +224,65 @@ def test_restore_copies_a_committed_ret_folder(tmp_path: Path) -> None:
     names = restore(tmp_path / "w", src)
     assert {"sftdata_jobs.jsonl", "grpo"} <= set(names)
     assert json.loads((tmp_path / "w" / "ret" / "grpo" / "state" / "state.json").read_text()) == {"updates": 3}
+
+
+def _ret_at(root: Path, updates: int) -> Path:
+    ret = root / "ret"
+    (ret / "grpo" / "state" / "adapter").mkdir(parents=True)
+    (ret / "grpo" / "state" / "state.json").write_text(json.dumps({"updates": updates}))
+    (ret / "grpo" / "state" / "adapter" / "adapter_model.safetensors").write_bytes(os.urandom(64))
+    (ret / "status.json").write_text(json.dumps({"grpo": {"state": "partial", "steps": updates}}))
+    (ret / "rollouts.jsonl.gz").write_bytes(os.urandom(32))
+    (root / "log.txt").write_text("a log that stays on the device\n")
+    return ret
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_land_makes_a_returned_stretch_the_committed_state_and_refuses_a_stale_one(tmp_path: Path) -> None:
+    """``land`` takes the files a stretch brought back (named WORK.FILE, as watch.sh packs them) and replaces
+    the committed state whole with them, without the device's log.txt; the raw logs go to the notes folder,
+    jitcache.tar to the keep folder. A return behind the committed GRPO state is refused with one line and
+    the state is left byte-identical; so is a folder without results."""
+    _ret_at(tmp_path / "w", 5)
+    back = tmp_path / "files_at"
+    back.mkdir()
+    for name in collect(tmp_path / "w", tmp_path / "out"):
+        (back / f"q12w.{name}").write_bytes((tmp_path / "out" / name).read_bytes())
+    (back / "jobs.log").write_text("step 5\n")
+    (back / "jitcache.tar").write_bytes(b"kernels")
+    state = tmp_path / "repo" / "state"
+    old = _ret_at(tmp_path / "old", 3)
+    (old / "stale_file.json").write_text("{}")
+    state.parent.mkdir(parents=True)
+    old.rename(state)
+
+    out = land(back, state, logs=tmp_path / "notes", keep=tmp_path / "keep")
+    assert out["grpo_updates"] == {"before": 3, "after": 5}
+    assert _snapshot(state) == _snapshot(tmp_path / "w" / "ret")  # replaced whole: the stale file is gone
+    assert not (state / "log.txt").exists()
+    assert (tmp_path / "notes" / "jobs.log").read_text() == "step 5\n"
+    assert (tmp_path / "keep" / "jitcache.tar").read_bytes() == b"kernels"
+    assert sorted(p.name for p in state.parent.iterdir()) == ["state"]  # no temporary folder left
+
+    newer = tmp_path / "newer"
+    _ret_at(newer, 9)
+    shutil.rmtree(state)
+    (newer / "ret").rename(state)
+    before = _snapshot(state)
+    with pytest.raises(UserError, match="update 5, behind the committed one .9."):
+        land(back, state)
+    assert _snapshot(state) == before
+    assert sorted(p.name for p in state.parent.iterdir()) == ["state"]
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    script = Path(__file__).resolve().parents[2] / "experiments" / "qwen12.py"
+    p = subprocess.run([sys.executable, str(script), "land", "--from", str(tmp_path / "nothing"), "--state",
+                        str(state)], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 1 and p.stderr.strip().count("\n") == 0 and "no q12w.results.tgz" in p.stderr, p.stderr
+    assert _snapshot(state) == before
 
 
 def test_the_musique_zoo_pick_is_made_once_kept_in_ret_and_never_from_a_failed_evaluation(tmp_path: Path) -> None:

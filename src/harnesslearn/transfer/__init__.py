@@ -5,7 +5,7 @@ lent in stretches: every stage stops at its deadline with what finished, and the
 files (``collect``/``restore``). ``experiments/qwen12.py`` is the recipe; ``smoke`` runs it on the CPU.
 """
 
-from harnesslearn.transfer.pipeline import collect, restore, run
+from harnesslearn.transfer.pipeline import collect, land, restore, run
 from harnesslearn.transfer.settings import STAGES, TransferSettings
 
-__all__ = ["STAGES", "TransferSettings", "collect", "restore", "run"]
+__all__ = ["STAGES", "TransferSettings", "collect", "land", "restore", "run"]

@@ -2,7 +2,8 @@
 records each stage's outcome in ``WORK/ret/status.json`` as it goes; ``collect`` packs ``WORK/ret``
 into a folder that fits the device tool's return path (at most 8 files of 15 MiB: small files in one
 tarball, each adapter as a tar cut in parts) and ``restore`` unpacks such a folder on a fresh machine,
-so that a run continues across device stretches and sessions.
+so that a run continues across device stretches and sessions. ``land`` takes what a stretch brought back
+and makes it the committed state (``experiments/results/qwen/state``), refusing a return older than it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from harnesslearn.errors import UserError
 from harnesslearn.transfer import musique, stages
 from harnesslearn.transfer.settings import TransferSettings
 
@@ -131,3 +133,70 @@ def restore(work: str | Path, src: str | Path) -> list[str]:
             with tarfile.open(tar) as tf:
                 tf.extractall(ret, filter="data")
     return sorted(p.name for p in ret.iterdir())
+
+
+def _updates(ret: Path) -> int:
+    f = ret / "grpo" / "state" / "state.json"
+    return int(json.loads(f.read_text()).get("updates", 0)) if f.is_file() else -1
+
+
+def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs: str | Path | None = None,
+         keep: str | Path | None = None) -> dict[str, Any]:
+    """What a device stretch brought back (``returned``: the files of ``collect``, each named ``PREFIX+NAME``
+    as ``experiments/device/watch.sh`` packs them) -> ``state``, the committed ret folder, replaced whole
+    (``log.txt`` left out; the SFT adapter, which is not committed, goes to ``keep`` if given). The raw logs
+    (``jobs.log``, ``metrics.log``, ``solver_start.log``, ``gpu_eval.json``) are copied into ``logs`` and a
+    ``jitcache.tar`` into ``keep``. A return whose GRPO state is behind the committed one is refused (a
+    stale folder must not undo a stretch); nothing is written before every check has passed."""
+    src, state = Path(returned), Path(state)
+    picked = {p.name[len(prefix):]: p for p in sorted(src.glob(prefix + "*")) if p.is_file()} if src.is_dir() else {}
+    if "results.tgz" not in picked:
+        raise UserError(f"{src}: no {prefix}results.tgz here (is it the folder a stretch's last watch brought back?)")
+    tmp = state.parent / f".{state.name}.landing"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        (tmp / "src").mkdir(parents=True)
+        for name, p in picked.items():
+            shutil.copyfile(p, tmp / "src" / name)
+        restore(tmp / "work", tmp / "src")
+        ret = tmp / "work" / "ret"
+        (ret / "log.txt").unlink(missing_ok=True)
+        if not (ret / "status.json").is_file():
+            raise UserError(f"{src}: the returned results have no status.json")
+        new, old = _updates(ret), _updates(state)
+        if new < old:
+            raise UserError(f"{src}: its GRPO state is at update {new}, behind the committed one ({old}): not landed")
+        sft = ret / "sft_adapter"
+        if sft.is_dir():
+            if keep is not None:
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(Path(keep) / "sft_adapter", ignore_errors=True)
+                shutil.move(str(sft), str(Path(keep) / "sft_adapter"))
+            else:
+                shutil.rmtree(sft)
+        before = state.parent / f".{state.name}.before"
+        shutil.rmtree(before, ignore_errors=True)
+        if state.exists():
+            state.rename(before)
+        try:
+            ret.rename(state)
+        except OSError:
+            if before.exists():
+                before.rename(state)  # the committed state stays as it was
+            raise
+        shutil.rmtree(before, ignore_errors=True)
+        copied = []
+        for name in ("jobs.log", "metrics.log", "solver_start.log", "gpu_eval.json"):
+            p = src / name
+            if logs is not None and p.is_file():
+                Path(logs).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, Path(logs) / name)
+                copied.append(name)
+        if keep is not None and (src / "jitcache.tar").is_file():
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / "jitcache.tar", Path(keep) / "jitcache.tar")
+            copied.append("jitcache.tar")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"state": str(state), "grpo_updates": {"before": old, "after": new},
+            "files": sorted(p.name for p in state.iterdir()), "copied": copied}
