@@ -161,8 +161,15 @@ def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             near = zoo.nearest(new) if why is None and new is not None else None
             out.append({"update": int(r["step"]) + 1, "J": None if why else float(c["J"]), "skipped": why,
                         "ratio": near[1] if near else None, "zoo": near[0] if near else None,
-                        "family": family_of(r)})
+                        "family": family_of(r), "context": r.get("context_id")})
     return out
+
+
+def _halves(updates: list[int]) -> tuple[int, dict[bool, str]]:
+    """The last update of the first half of the update numbers present, and each half's label (by second half)."""
+    ups = sorted(set(updates))
+    cut = ups[(len(ups) - 1) // 2]
+    return cut, {False: f"{ups[0]}-{cut}", True: f"{ups[ups.index(cut) + 1]}-{ups[-1]}" if cut != ups[-1] else ""}
 
 
 def family_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -175,9 +182,7 @@ def family_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
     scored = [c for c in cands if c["ratio"] is not None]
     if not scored:
         return []
-    ups = sorted({c["update"] for c in scored})
-    cut = ups[(len(ups) - 1) // 2]
-    halves = {False: f"{ups[0]}-{cut}", True: f"{ups[ups.index(cut) + 1]}-{ups[-1]}" if cut != ups[-1] else ""}
+    cut, halves = _halves([c["update"] for c in scored])
     by: dict[tuple[str, bool], dict[str, list[float]]] = {}  # (family, second half)
     for c in scored:
         kind = c["zoo"] if c["ratio"] >= zoo.NEAR_COPY else "other"
@@ -222,6 +227,70 @@ def family_md(rows: list[dict[str, Any]], out: Path | None = None) -> list[str]:
     png = save(fig, ax, out, "grpo_family_copies.png",
                "GRPO: J earned per family and half of the updates, by kind (small-model result)")
     return [*md, "", f"![{png}]({png})", ""]
+
+
+def group_duels(cands: list[dict[str, Any]], n_score: int) -> list[dict[str, Any]]:
+    """Within one group (one context: the same problems, the same solver), does a candidate that is not a near-copy
+    of a zoo file beat the best near-copy? Per family and half of the updates: the groups with both kinds, and how
+    many of them the best non-copy wins or loses by at least one and by at least two of the ``n_score`` scoring
+    problems (J is a mean over them: a one-problem margin is often luck); the groups without any near-copy whose
+    best candidate has J > 0; and the mean best J of each kind over the groups with both. The training-time form of
+    the question whether the proposer goes beyond the zoo it was shown (the held-out form is the transfer table)."""
+    from harnesslearn import zoo
+
+    scored = [c for c in cands if c["ratio"] is not None and c.get("context") is not None]
+    if not scored or n_score < 1:
+        return []
+    cut, halves = _halves([c["update"] for c in scored])
+    groups: dict[tuple[str, bool, str], list[dict[str, Any]]] = {}
+    for c in scored:
+        groups.setdefault((c["family"], c["update"] > cut, c["context"]), []).append(c)
+    rows: dict[tuple[str, bool], dict[str, Any]] = {}
+    one = 1.0 / n_score - 1e-9
+    for (fam, second, _), cs in sorted(groups.items()):
+        r = rows.setdefault((fam, second), {"family": fam, "updates": halves[second], "groups": 0, "both": 0,
+                                            "other_by_1": 0, "other_by_2": 0, "copy_by_1": 0, "copy_by_2": 0,
+                                            "no_copy_J_positive": 0, "_best_copy": [], "_best_other": []})
+        r["groups"] += 1
+        copies = [c["J"] for c in cs if c["ratio"] >= zoo.NEAR_COPY]
+        others = [c["J"] for c in cs if c["ratio"] < zoo.NEAR_COPY]
+        if copies and others:
+            r["both"] += 1
+            margin = max(others) - max(copies)
+            r["other_by_1"] += margin >= one
+            r["other_by_2"] += margin >= 2 * one
+            r["copy_by_1"] += -margin >= one
+            r["copy_by_2"] += -margin >= 2 * one
+            r["_best_copy"].append(max(copies))
+            r["_best_other"].append(max(others))
+        elif others and max(others) > 0:
+            r["no_copy_J_positive"] += 1
+    out = []
+    for r in rows.values():
+        r["best_copy_J"], r["best_other_J"] = mean(r.pop("_best_copy")), mean(r.pop("_best_other"))
+        out.append(r)
+    return out
+
+
+def duels_md(rows: list[dict[str, Any]], n_score: int) -> list[str]:
+    if not rows:
+        return []
+    md = ["## GRPO: does a candidate that is not a zoo copy beat its group's best copy? (training rollouts)", "",
+          f"Per paper-train family and half of the updates, over the groups (contexts) that have both near-copies of "
+          f"a zoo file (ratio >= 0.8) and other valid candidates: how often the best other candidate is ahead of the "
+          f"best copy, or behind it, by at least 1 and at least 2 of the {n_score} scoring problems (a one-problem "
+          f"margin is often luck), and the mean best J of each kind there; 'no copy, J > 0': groups without a copy "
+          f"whose best candidate scored. Same problems, same solver: a within-group view of whether the proposer "
+          f"goes beyond the zoo on its training contexts, not a held-out one.", "",
+          "| family | updates | groups | with both | other ahead by >= 1 / >= 2 | copy ahead by >= 1 / >= 2 | "
+          "best other J | best copy J | no copy, J > 0 |", "|---|---|---|---|---|---|---|---|---|"]
+    md += [f"| {r['family']} | {r['updates']} | {r['groups']} | {r['both']} | {r['other_by_1']} / {r['other_by_2']} | "
+           f"{r['copy_by_1']} / {r['copy_by_2']} | {cell(r['best_other_J'])} | {cell(r['best_copy_J'])} | "
+           f"{r['no_copy_J_positive']} |" for r in rows]
+    tot = {k: sum(r[k] for r in rows) for k in ("both", "other_by_1", "other_by_2", "copy_by_1", "copy_by_2")}
+    md += [f"| all | | {sum(r['groups'] for r in rows)} | {tot['both']} | {tot['other_by_1']} / {tot['other_by_2']} | "
+           f"{tot['copy_by_1']} / {tot['copy_by_2']} | | | {sum(r['no_copy_J_positive'] for r in rows)} |", ""]
+    return md
 
 
 def rollout_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -615,6 +684,8 @@ def main(argv: list[str] | None = None) -> None:
     cands = scored_candidates(groups)
     md += copies_md(rollout_copies(cands), out)
     md += family_md(family_copies(cands), out)
+    n_score = int((_load(ret, "settings.json") or {}).get("grpo.splits.n_score") or 0)
+    md += duels_md(group_duels(cands, n_score), n_score)
     md += signal_md(family_signal(groups))
     md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))

@@ -161,6 +161,33 @@ def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_f
     assert [r["updates"] for r in rep.family_copies(late)] == ["5-9", "12-20"]
 
 
+def test_group_duels_count_margins_in_scoring_problems_within_each_group() -> None:
+    """The best non-copy against the best zoo copy of the same group (context), in problems of n_score: a quarter
+    of J is one problem at n_score 4; a group without copies counts apart; groups are not mixed across contexts."""
+    import qwen12_report as rep
+
+    def c(update: int, ctx: str, ratio: float | None, j: float, fam: str = "maze") -> dict:
+        return {"update": update, "family": fam, "context": ctx, "ratio": ratio, "zoo": "interpreter_loop", "J": j}
+    cands = [c(1, "a", 0.9, 0.0), c(1, "a", 0.2, 0.5),   # other ahead by 2 problems
+             c(1, "b", 0.9, 0.25), c(1, "b", 0.3, 0.5),   # ahead by 1
+             c(2, "c", 0.95, 0.75), c(2, "c", 0.1, 0.1),  # copy ahead by 2 (0.65 of J: not 3)
+             c(2, "d", 0.1, 0.25), c(2, "d", None, 1.0),  # no copy; the skipped candidate does not count
+             c(3, "e", 0.9, 0.5), c(3, "e", 0.4, 0.6),    # a 0.1 margin: a tie at n_score 4
+             c(4, "f", 0.9, 1.0), c(4, "f", 0.2, 0.0, "gcd")]  # the same context name in another family: apart
+    rows = rep.group_duels(cands, 4)
+    first = next(r for r in rows if r["family"] == "maze" and r["updates"] == "1-2")
+    assert (first["groups"], first["both"], first["other_by_1"], first["other_by_2"]) == (4, 3, 2, 1)
+    assert (first["copy_by_1"], first["copy_by_2"], first["no_copy_J_positive"]) == (1, 1, 1)
+    assert first["best_other_J"] == (0.5 + 0.5 + 0.1) / 3 and first["best_copy_J"] == (0.0 + 0.25 + 0.75) / 3
+    late = {r["family"]: r for r in rows if r["updates"] == "3-4"}
+    assert late["maze"]["both"] == 1 and late["maze"]["other_by_1"] == 0 and late["maze"]["copy_by_1"] == 0
+    assert late["maze"]["groups"] == 2 and late["gcd"]["both"] == 0  # "f" split by family: one kind each
+    md = rep.duels_md(rows, 4)
+    assert "| maze | 1-2 | 4 | 3 | 2 / 1 | 1 / 1 | 0.367 | 0.333 | 1 |" in md
+    assert any(line.startswith("| all | | 7 | 4 | 2 / 1 | 1 / 1 |") for line in md)
+    assert rep.group_duels([], 4) == [] and rep.duels_md([], 4) == []
+
+
 def test_family_signal_tells_a_family_that_trains_the_harness_from_one_that_trains_the_format() -> None:
     import qwen12_report as rep
 
