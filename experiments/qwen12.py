@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     la.add_argument("--prefix", default="q12w.", help="the work folder's name as watch.sh prefixed the files")
     la.add_argument("--logs", default=None, help="where the raw logs go (the stretch's notes folder)")
     la.add_argument("--keep", default=".keep", help="outside git: jitcache.tar and the SFT adapter")
+    la.add_argument("--force", action="store_true", help="land a return that is behind the committed state")
     a = p.parse_args(argv)
     out: Any
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their logs: stdout holds the JSON alone
@@ -75,9 +76,10 @@ def main(argv: list[str] | None = None) -> None:
             out = collect(a.work, a.out, adapters=not a.skip_adapters)
         elif a.cmd == "land":
             try:
-                out = land(a.src, a.state, prefix=a.prefix, logs=a.logs, keep=a.keep)
-            except UserError as e:
-                sys.exit(f"qwen12 land: {e}")
+                out = land(a.src, a.state, prefix=a.prefix, logs=a.logs, keep=a.keep, force=a.force)
+            except UserError as e:  # a user's mistake: one line, exit 2 (as the CLI does)
+                print(f"qwen12 land: {e}", file=sys.__stderr__)
+                sys.exit(2)
         else:
             out = restore(a.work, a.src)
     json.dump(out, sys.stdout, indent=1, default=str)

@@ -5,9 +5,9 @@ its response cache, TRL + PEFT) as ``experiments/qwen12.py smoke``."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -226,13 +226,15 @@ def test_restore_copies_a_committed_ret_folder(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "w" / "ret" / "grpo" / "state" / "state.json").read_text()) == {"updates": 3}
 
 
-def _ret_at(root: Path, updates: int) -> Path:
+def _ret_at(root: Path, updates: int, rows: int = 2) -> Path:
     ret = root / "ret"
     (ret / "grpo" / "state" / "adapter").mkdir(parents=True)
     (ret / "grpo" / "state" / "state.json").write_text(json.dumps({"updates": updates}))
     (ret / "grpo" / "state" / "adapter" / "adapter_model.safetensors").write_bytes(os.urandom(64))
     (ret / "status.json").write_text(json.dumps({"grpo": {"state": "partial", "steps": updates}}))
-    (ret / "rollouts.jsonl.gz").write_bytes(os.urandom(32))
+    with gzip.open(ret / "rollouts.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps({"step": k}) + "\n" for k in range(updates))
+    (ret / "sftdata_jobs.jsonl").write_text("".join(json.dumps({"seed": k}) + "\n" for k in range(rows)))
     (root / "log.txt").write_text("a log that stays on the device\n")
     return ret
 
@@ -241,48 +243,95 @@ def _snapshot(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
+def _returned(tmp_path: Path, name: str, updates: int, rows: int = 2) -> Path:
+    """What a stretch's watch brings back for a ret at ``updates``: collect's files as WORK.FILE, and two extras."""
+    _ret_at(tmp_path / name, updates, rows)
+    back = tmp_path / f"{name}_files_at"
+    back.mkdir()
+    for f in collect(tmp_path / name, tmp_path / f"{name}_out"):
+        (back / f"q12w.{f}").write_bytes((tmp_path / f"{name}_out" / f).read_bytes())
+    (back / "jobs.log").write_text(f"step {updates}\n")
+    (back / "jitcache.tar").write_bytes(b"kernels")
+    return back
+
+
 def test_land_makes_a_returned_stretch_the_committed_state_and_refuses_a_stale_one(tmp_path: Path) -> None:
     """``land`` takes the files a stretch brought back (named WORK.FILE, as watch.sh packs them) and replaces
     the committed state whole with them, without the device's log.txt; the raw logs go to the notes folder,
-    jitcache.tar to the keep folder. A return behind the committed GRPO state is refused with one line and
-    the state is left byte-identical; so is a folder without results."""
-    _ret_at(tmp_path / "w", 5)
-    back = tmp_path / "files_at"
-    back.mkdir()
-    for name in collect(tmp_path / "w", tmp_path / "out"):
-        (back / f"q12w.{name}").write_bytes((tmp_path / "out" / name).read_bytes())
-    (back / "jobs.log").write_text("step 5\n")
-    (back / "jitcache.tar").write_bytes(b"kernels")
+    jitcache.tar to the keep folder. A return behind the committed state (an earlier GRPO update, fewer rows in an
+    append-only log, a committed file missing) is refused with one line and the state is left byte-identical;
+    so is a folder without results or with a part missing."""
+    back = _returned(tmp_path, "w", 5)
     state = tmp_path / "repo" / "state"
-    old = _ret_at(tmp_path / "old", 3)
-    (old / "stale_file.json").write_text("{}")
     state.parent.mkdir(parents=True)
-    old.rename(state)
-
+    _ret_at(tmp_path / "old", 3).rename(state)
     out = land(back, state, logs=tmp_path / "notes", keep=tmp_path / "keep")
-    assert out["grpo_updates"] == {"before": 3, "after": 5}
-    assert _snapshot(state) == _snapshot(tmp_path / "w" / "ret")  # replaced whole: the stale file is gone
+    assert out["grpo_updates"] == {"before": 3, "after": 5} and out["forced"] is None
+    assert _snapshot(state) == _snapshot(tmp_path / "w" / "ret")  # replaced whole
     assert not (state / "log.txt").exists()
     assert (tmp_path / "notes" / "jobs.log").read_text() == "step 5\n"
     assert (tmp_path / "keep" / "jitcache.tar").read_bytes() == b"kernels"
     assert sorted(p.name for p in state.parent.iterdir()) == ["state"]  # no temporary folder left
+    landed = _snapshot(state)
 
-    newer = tmp_path / "newer"
-    _ret_at(newer, 9)
-    shutil.rmtree(state)
-    (newer / "ret").rename(state)
-    before = _snapshot(state)
-    with pytest.raises(UserError, match="update 5, behind the committed one .9."):
+    stale = _returned(tmp_path, "stale", 4)
+    with pytest.raises(UserError, match="update 4, behind the committed one .5."):
+        land(stale, state)
+    fewer = _returned(tmp_path, "fewer", 5, rows=1)
+    with pytest.raises(UserError, match="its sftdata_jobs.jsonl has 1 rows, the committed one 2"):
+        land(fewer, state)
+    (state / "eval_rows.jsonl").write_text("{}\n")  # as if an eval stretch had landed since
+    landed = _snapshot(state)
+    with pytest.raises(UserError, match="it has no eval_rows.jsonl"):
         land(back, state)
-    assert _snapshot(state) == before
-    assert sorted(p.name for p in state.parent.iterdir()) == ["state"]
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for f in back.iterdir():
+        if not f.name.endswith(".tar.00"):  # an adapter part left out
+            (cut / f.name).write_bytes(f.read_bytes())
+    (cut / "q12w.grpo_state.tar.00").write_bytes((back / "q12w.grpo_state.tar.00").read_bytes()[:5000])
+    with pytest.raises(UserError, match="do not unpack"):
+        land(cut, state)
+    assert _snapshot(state) == landed and sorted(p.name for p in state.parent.iterdir()) == ["state"]
+
+    out = land(stale, state, force=True)  # deliberately
+    assert "behind" in out["forced"] and json.loads((state / "grpo" / "state" / "state.json").read_text()) == {
+        "updates": 4}
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     script = Path(__file__).resolve().parents[2] / "experiments" / "qwen12.py"
+    before = _snapshot(state)
     p = subprocess.run([sys.executable, str(script), "land", "--from", str(tmp_path / "nothing"), "--state",
                         str(state)], capture_output=True, text=True, env=env, timeout=120)
-    assert p.returncode == 1 and p.stderr.strip().count("\n") == 0 and "no q12w.results.tgz" in p.stderr, p.stderr
-    assert _snapshot(state) == before
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "no q12w.results.tgz" in p.stderr, p.stderr
+    assert p.stdout == "" and _snapshot(state) == before
+
+
+def test_land_interrupted_in_its_swap_puts_the_old_state_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C between the two renames of the swap: the committed state is put back; a left-over .before folder
+    (a crash there) makes the next land refuse rather than delete it."""
+    back = _returned(tmp_path, "w", 5)
+    state = tmp_path / "repo" / "state"
+    state.parent.mkdir(parents=True)
+    _ret_at(tmp_path / "old", 3).rename(state)
+    before = _snapshot(state)
+    real = Path.rename
+    cut = []
+
+    def rename(self: Path, target: Path) -> Path:
+        if Path(target) == state and not cut:  # the new state's move in: interrupted once
+            cut.append(self)
+            raise KeyboardInterrupt
+        return real(self, target)
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        land(back, state)
+    monkeypatch.setattr(Path, "rename", real)
+    assert cut and cut[0].name == "ret" and _snapshot(state) == before and sorted(p.name for p in state.parent.iterdir()) == ["state"]
+    state.rename(state.parent / ".state.before")  # as a crash in the swap would leave it
+    with pytest.raises(UserError, match="an earlier land was cut during its swap"):
+        land(back, state)
+    assert (state.parent / ".state.before").is_dir()
 
 
 def test_the_musique_zoo_pick_is_made_once_kept_in_ret_and_never_from_a_failed_evaluation(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import json
 import shutil
 import sys
@@ -140,63 +141,95 @@ def _updates(ret: Path) -> int:
     return int(json.loads(f.read_text()).get("updates", 0)) if f.is_file() else -1
 
 
+def _rows(f: Path) -> int:
+    """Lines of a .jsonl or .jsonl.gz file (the stages' append-only logs), else -1."""
+    if f.name.endswith(".jsonl.gz"):
+        with gzip.open(f, "rt") as fh:
+            return sum(1 for _ in fh)
+    return sum(1 for _ in f.open()) if f.name.endswith(".jsonl") else -1
+
+
+def _behind(ret: Path, state: Path) -> str | None:
+    """Why the returned ret would undo some of the committed state, or None: its GRPO state is at an earlier
+    update, a committed file is missing from it, or one of the stages' append-only logs has fewer rows."""
+    new, old = _updates(ret), _updates(state)
+    if new < old:
+        return f"its GRPO state is at update {new}, behind the committed one ({old})"
+    for f in sorted(state.iterdir()) if state.is_dir() else []:
+        if f.name == "log.txt":
+            continue
+        if not (ret / f.name).exists():
+            return f"it has no {f.name}, which the committed state has"
+        if f.is_file() and _rows(ret / f.name) < _rows(f):
+            return f"its {f.name} has {_rows(ret / f.name)} rows, the committed one {_rows(f)}"
+    return None
+
+
 def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs: str | Path | None = None,
-         keep: str | Path | None = None) -> dict[str, Any]:
+         keep: str | Path | None = None, force: bool = False) -> dict[str, Any]:
     """What a device stretch brought back (``returned``: the files of ``collect``, each named ``PREFIX+NAME``
     as ``experiments/device/watch.sh`` packs them) -> ``state``, the committed ret folder, replaced whole
     (``log.txt`` left out; the SFT adapter, which is not committed, goes to ``keep`` if given). The raw logs
     (``jobs.log``, ``metrics.log``, ``solver_start.log``, ``gpu_eval.json``) are copied into ``logs`` and a
-    ``jitcache.tar`` into ``keep``. A return whose GRPO state is behind the committed one is refused (a
-    stale folder must not undo a stretch); nothing is written before every check has passed."""
+    ``jitcache.tar`` into ``keep``. A return that is behind the committed state (``_behind``: an earlier GRPO
+    update, a committed file missing, fewer rows in an append-only log) is refused unless ``force``: a stale
+    folder must not undo a stretch. Every check runs and every copy is made before the swap, which is two
+    renames in the state's folder; if it is interrupted between them the old state is put back, and a left-over
+    ``.NAME.before`` (a crash there) is refused rather than deleted."""
     src, state = Path(returned), Path(state)
     picked = {p.name[len(prefix):]: p for p in sorted(src.glob(prefix + "*")) if p.is_file()} if src.is_dir() else {}
     if "results.tgz" not in picked:
         raise UserError(f"{src}: no {prefix}results.tgz here (is it the folder a stretch's last watch brought back?)")
+    before = state.parent / f".{state.name}.before"
+    if before.exists():
+        raise UserError(f"{before} exists: an earlier land was cut during its swap; put it back as {state} (or "
+                        "remove it) first")
     tmp = state.parent / f".{state.name}.landing"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         (tmp / "src").mkdir(parents=True)
         for name, p in picked.items():
             shutil.copyfile(p, tmp / "src" / name)
-        restore(tmp / "work", tmp / "src")
         ret = tmp / "work" / "ret"
-        (ret / "log.txt").unlink(missing_ok=True)
+        try:
+            restore(tmp / "work", tmp / "src")
+            (ret / "log.txt").unlink(missing_ok=True)
+            why = _behind(ret, state)
+            new, old = _updates(ret), _updates(state)
+        except (tarfile.TarError, gzip.BadGzipFile, EOFError, ValueError) as e:  # a part missing, a bad file
+            raise UserError(f"{src}: the returned files do not unpack ({type(e).__name__}: {e})") from e
         if not (ret / "status.json").is_file():
             raise UserError(f"{src}: the returned results have no status.json")
-        new, old = _updates(ret), _updates(state)
-        if new < old:
-            raise UserError(f"{src}: its GRPO state is at update {new}, behind the committed one ({old}): not landed")
-        sft = ret / "sft_adapter"
-        if sft.is_dir():
-            if keep is not None:
-                Path(keep).mkdir(parents=True, exist_ok=True)
-                shutil.rmtree(Path(keep) / "sft_adapter", ignore_errors=True)
-                shutil.move(str(sft), str(Path(keep) / "sft_adapter"))
-            else:
-                shutil.rmtree(sft)
-        before = state.parent / f".{state.name}.before"
-        shutil.rmtree(before, ignore_errors=True)
-        if state.exists():
-            state.rename(before)
-        try:
-            ret.rename(state)
-        except OSError:
-            if before.exists():
-                before.rename(state)  # the committed state stays as it was
-            raise
-        shutil.rmtree(before, ignore_errors=True)
+        if why and not force:
+            raise UserError(f"{src}: {why}: not landed (--force lands it anyway)")
         copied = []
         for name in ("jobs.log", "metrics.log", "solver_start.log", "gpu_eval.json"):
-            p = src / name
-            if logs is not None and p.is_file():
+            if logs is not None and (src / name).is_file():
                 Path(logs).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(p, Path(logs) / name)
+                shutil.copyfile(src / name, Path(logs) / name)
                 copied.append(name)
         if keep is not None and (src / "jitcache.tar").is_file():
             Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src / "jitcache.tar", Path(keep) / "jitcache.tar")
             copied.append("jitcache.tar")
+        sft = ret / "sft_adapter"
+        if sft.is_dir():
+            if keep is not None:
+                dst = Path(keep) / "sft_adapter"
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(sft, dst)
+                copied.append("sft_adapter")
+            shutil.rmtree(sft)
+        if state.exists():
+            state.rename(before)
+        try:
+            ret.rename(state)
+        except BaseException:
+            if before.exists() and not state.exists():
+                before.rename(state)  # the committed state stays as it was
+            raise
+        shutil.rmtree(before, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"state": str(state), "grpo_updates": {"before": old, "after": new},
+    return {"state": str(state), "grpo_updates": {"before": old, "after": new}, "forced": why if force else None,
             "files": sorted(p.name for p in state.iterdir()), "copied": copied}
