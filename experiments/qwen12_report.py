@@ -272,7 +272,9 @@ def group_duels(cands: list[dict[str, Any]], n_score: int) -> list[dict[str, Any
     return out
 
 
-def duels_md(rows: list[dict[str, Any]], n_score: int) -> list[str]:
+def duels_md(rows: list[dict[str, Any]], n_score: int, out: Path | None = None) -> list[str]:
+    """The table of ``group_duels`` and its total; with ``out``, a plot of the groups each kind led, per family and
+    half (above zero the non-copies' leads, below the copies', by one problem and by two)."""
     if not rows:
         return []
     md = ["## GRPO: does a candidate that is not a zoo copy beat its group's best copy? (training rollouts)", "",
@@ -290,7 +292,29 @@ def duels_md(rows: list[dict[str, Any]], n_score: int) -> list[str]:
     tot = {k: sum(r[k] for r in rows) for k in ("both", "other_by_1", "other_by_2", "copy_by_1", "copy_by_2")}
     md += [f"| all | | {sum(r['groups'] for r in rows)} | {tot['both']} | {tot['other_by_1']} / {tot['other_by_2']} | "
            f"{tot['copy_by_1']} / {tot['copy_by_2']} | | | {sum(r['no_copy_J_positive'] for r in rows)} |", ""]
-    return md
+    if out is None:
+        return md
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    labels = [f"{r['family']} {r['updates']}" for r in rows]
+    ax.bar(labels, [r["other_by_1"] - r["other_by_2"] for r in rows], bottom=[r["other_by_2"] for r in rows],
+           color="#9ecae1", label="non-copy ahead by 1 problem")
+    ax.bar(labels, [r["other_by_2"] for r in rows], color="#3182bd", label="non-copy ahead by >= 2")
+    ax.bar(labels, [-(r["copy_by_1"] - r["copy_by_2"]) for r in rows], bottom=[-r["copy_by_2"] for r in rows],
+           color="#fdae6b", label="zoo copy ahead by 1 problem")
+    ax.bar(labels, [-r["copy_by_2"] for r in rows], color="#e6550d", label="zoo copy ahead by >= 2")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel("groups (contexts)")
+    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+    for t in ax.get_xticklabels():
+        t.set_horizontalalignment("right")
+    png = save(fig, ax, out, "grpo_group_duels.png",
+               "GRPO: within a group, the best non-copy against the best zoo copy (small-model result)")
+    return [*md, f"![{png}]({png})", ""]
 
 
 def rollout_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -685,7 +709,7 @@ def main(argv: list[str] | None = None) -> None:
     md += copies_md(rollout_copies(cands), out)
     md += family_md(family_copies(cands), out)
     n_score = int((_load(ret, "settings.json") or {}).get("grpo.splits.n_score") or 0)
-    md += duels_md(group_duels(cands, n_score), n_score)
+    md += duels_md(group_duels(cands, n_score), n_score, out)
     md += signal_md(family_signal(groups))
     md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))

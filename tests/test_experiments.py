@@ -161,7 +161,7 @@ def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_f
     assert [r["updates"] for r in rep.family_copies(late)] == ["5-9", "12-20"]
 
 
-def test_group_duels_count_margins_in_scoring_problems_within_each_group() -> None:
+def test_group_duels_count_margins_in_scoring_problems_within_each_group(tmp_path: Path) -> None:
     """The best non-copy against the best zoo copy of the same group (context), in problems of n_score: a quarter
     of J is one problem at n_score 4; a group without copies counts apart; groups are not mixed across contexts."""
     import qwen12_report as rep
@@ -186,6 +186,8 @@ def test_group_duels_count_margins_in_scoring_problems_within_each_group() -> No
     assert "| maze | 1-2 | 4 | 3 | 2 / 1 | 1 / 1 | 0.367 | 0.333 | 1 |" in md
     assert any(line.startswith("| all | | 7 | 4 | 2 / 1 | 1 / 1 |") for line in md)
     assert rep.group_duels([], 4) == [] and rep.duels_md([], 4) == []
+    assert "![grpo_group_duels.png](grpo_group_duels.png)" in rep.duels_md(rows, 4, tmp_path)
+    assert (tmp_path / "grpo_group_duels.png").stat().st_size > 1000
 
 
 def test_family_signal_tells_a_family_that_trains_the_harness_from_one_that_trains_the_format() -> None:
