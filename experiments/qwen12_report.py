@@ -221,9 +221,7 @@ def family_md(rows: list[dict[str, Any]], out: Path | None = None) -> list[str]:
         ax.bar(labels, earned, bottom=bottom, label=n if n == "other" else f"copies of {n}")
         bottom = [b + e for b, e in zip(bottom, earned, strict=True)]
     ax.set_ylabel("J earned (sum over candidates)")
-    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
-    for t in ax.get_xticklabels():
-        t.set_horizontalalignment("right")
+    _slant(ax)
     png = save(fig, ax, out, "grpo_family_copies.png",
                "GRPO: J earned per family and half of the updates, by kind (small-model result)")
     return [*md, "", f"![{png}]({png})", ""]
@@ -309,9 +307,7 @@ def duels_md(rows: list[dict[str, Any]], n_score: int, out: Path | None = None) 
     ax.bar(labels, [-r["copy_by_2"] for r in rows], color="#e6550d", label="zoo copy ahead by >= 2")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("groups (contexts)")
-    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
-    for t in ax.get_xticklabels():
-        t.set_horizontalalignment("right")
+    _slant(ax)
     png = save(fig, ax, out, "grpo_group_duels.png",
                "GRPO: within a group, the best non-copy against the best zoo copy (small-model result)")
     return [*md, f"![{png}]({png})", ""]
@@ -589,6 +585,13 @@ def grpo_plot(runs: dict[str, list[dict[str, Any]]], out: Path, name: str, title
     ax2.set_yscale("log")
     ax2.legend(fontsize=8)
     return save(fig, ax, out, name, title)
+
+
+def _slant(ax: Any) -> None:
+    """Small x labels turned 30 degrees, right-aligned under their bars (one per family and half)."""
+    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+    for t in ax.get_xticklabels():
+        t.set_horizontalalignment("right")
 
 
 def save(fig: Any, ax: Any, out: Path, name: str, title: str) -> str:
