@@ -246,14 +246,13 @@ def group_duels(cands: list[dict[str, Any]], n_score: int) -> list[dict[str, Any
     rows: dict[tuple[str, bool], dict[str, Any]] = {}
     one = 1.0 / n_score - 1e-9
     for (fam, second, _), cs in sorted(groups.items()):
-        r = rows.setdefault((fam, second), {"family": fam, "updates": halves[second], "groups": 0, "both": 0,
+        r = rows.setdefault((fam, second), {"family": fam, "updates": halves[second], "groups": 0,
                                             "other_by_1": 0, "other_by_2": 0, "copy_by_1": 0, "copy_by_2": 0,
                                             "no_copy_J_positive": 0, "_best_copy": [], "_best_other": []})
         r["groups"] += 1
         copies = [c["J"] for c in cs if c["ratio"] >= zoo.NEAR_COPY]
         others = [c["J"] for c in cs if c["ratio"] < zoo.NEAR_COPY]
         if copies and others:
-            r["both"] += 1
             margin = max(others) - max(copies)
             r["other_by_1"] += margin >= one
             r["other_by_2"] += margin >= 2 * one
@@ -265,6 +264,7 @@ def group_duels(cands: list[dict[str, Any]], n_score: int) -> list[dict[str, Any
             r["no_copy_J_positive"] += 1
     out = []
     for r in rows.values():
+        r["both"] = len(r["_best_copy"])
         r["best_copy_J"], r["best_other_J"] = mean(r.pop("_best_copy")), mean(r.pop("_best_other"))
         out.append(r)
     return out

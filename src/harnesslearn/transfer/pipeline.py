@@ -149,10 +149,10 @@ def _rows(f: Path) -> int:
     return sum(1 for _ in f.open()) if f.name.endswith(".jsonl") else -1
 
 
-def _behind(ret: Path, state: Path) -> str | None:
+def _behind(ret: Path, state: Path, new: int, old: int) -> str | None:
     """Why the returned ret would undo some of the committed state, or None: its GRPO state is at an earlier
-    update, a committed file is missing from it, or one of the stages' append-only logs has fewer rows."""
-    new, old = _updates(ret), _updates(state)
+    update (``new`` < ``old``, from ``_updates``), a committed file is missing from it, or one of the stages'
+    append-only logs has fewer rows."""
     if new < old:
         return f"its GRPO state is at update {new}, behind the committed one ({old})"
     for f in sorted(state.iterdir()) if state.is_dir() else []:
@@ -160,8 +160,9 @@ def _behind(ret: Path, state: Path) -> str | None:
             continue
         if not (ret / f.name).exists():
             return f"it has no {f.name}, which the committed state has"
-        if f.is_file() and _rows(ret / f.name) < _rows(f):
-            return f"its {f.name} has {_rows(ret / f.name)} rows, the committed one {_rows(f)}"
+        got, had = (_rows(ret / f.name), _rows(f)) if f.is_file() else (0, 0)
+        if got < had:
+            return f"its {f.name} has {got} rows, the committed one {had}"
     return None
 
 
@@ -189,13 +190,13 @@ def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs
     try:
         (tmp / "src").mkdir(parents=True)
         for name, p in picked.items():
-            shutil.copyfile(p, tmp / "src" / name)
+            (tmp / "src" / name).symlink_to(p.resolve())  # restore reads them where they are
         ret = tmp / "work" / "ret"
         try:
             restore(tmp / "work", tmp / "src")
             (ret / "log.txt").unlink(missing_ok=True)
-            why = _behind(ret, state)
             new, old = _updates(ret), _updates(state)
+            why = _behind(ret, state, new, old)
         except (tarfile.TarError, gzip.BadGzipFile, EOFError, ValueError) as e:  # a part missing, a bad file
             raise UserError(f"{src}: the returned files do not unpack ({type(e).__name__}: {e})") from e
         if not (ret / "status.json").is_file():
@@ -203,15 +204,12 @@ def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs
         if why and not force:
             raise UserError(f"{src}: {why}: not landed (--force lands it anyway)")
         copied = []
-        for name in ("jobs.log", "metrics.log", "solver_start.log", "gpu_eval.json"):
-            if logs is not None and (src / name).is_file():
-                Path(logs).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src / name, Path(logs) / name)
+        dests = {n: logs for n in ("jobs.log", "metrics.log", "solver_start.log", "gpu_eval.json")}
+        for name, dst in {**dests, "jitcache.tar": keep}.items():
+            if dst is not None and (src / name).is_file():
+                Path(dst).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src / name, Path(dst) / name)
                 copied.append(name)
-        if keep is not None and (src / "jitcache.tar").is_file():
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src / "jitcache.tar", Path(keep) / "jitcache.tar")
-            copied.append("jitcache.tar")
         sft = ret / "sft_adapter"
         if sft.is_dir():
             if keep is not None:
