@@ -63,11 +63,13 @@ case "${1:-}" in
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$D"/d/*.whl
     rm -rf "$D/d"
     python3 -m compileall -q -j 16 /tmp/site/ray >/dev/null 2>&1 || true
-    python3 -c "import ray; print('ray', ray.__version__)" ;;
+    # Ray imports jsonschema, which comes with bundle B (vllm's dependencies): `check` imports it after both
+    echo "ray installed (check imports it once bundle B is in)" ;;
   check)
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)"
     python3 -c "import vllm; print('vllm', vllm.__version__)" 2>&1 | tail -1 || true
     python3 -c "import reasoning_gym, bm25s, harnesslearn; print('harnesslearn ok')"
+    if [ -d /tmp/site/ray ]; then python3 -c "import ray; print('ray', ray.__version__)" 2>&1 | tail -1; fi
     nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu --format=csv,noheader || true
     tail -2 "$D/convert.log" 2>/dev/null || true
     ls "$HARNESSLEARN_CACHE_DIR/models/$MODEL-hf-bf16" 2>/dev/null | tr '\n' ' ' || true; echo ;;
