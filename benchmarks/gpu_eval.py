@@ -21,6 +21,10 @@ of runs with ``engine``, ``model``, ``device``, ``solver_tokens_per_s`` (generat
 ``call_latency_p50_s``/``p95_s`` (one solver call as the harness sees it, queueing included),
 ``harness_runs_per_min``, the engine's own count of requests running and waiting (vLLM's ``/metrics``,
 sampled every second: p50 and max), and the mean score of each harness (a check that the solver answers).
+Where the CPU went in the measured window (``harnesslearn.procstat``): ``trusted_cpu_ms_per_run`` (this process
+and the shards, all threads) and ``worker_cpu_ms_per_run`` (the sandboxes they reaped), ``engine_cores`` (the
+inference server's processes on this host), ``host_busy_cores`` of ``host_cores``, and ``cpu_top``, the
+processes that used the most; ``--py-spy`` adds a ``py-spy dump`` of each trusted and server process.
 Token and call counts come from the runs' call records, so ``--executor shards:K`` (the solver called
 from each shard) counts the same way as ``local``.
 The response cache is off: every call reaches the engine. The first ``--warmup`` seconds are not
@@ -41,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harnesslearn import procstat
 from harnesslearn.evaluation import score_records, task_tools
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.gpu import GpuSampler, PeriodicSampler, device_name
@@ -105,6 +110,9 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         t_warm, t_end = t_start + a.warmup, t_start + a.warmup + a.minutes * 60
         stats0: dict[str, Any] = {}
         next_job = iter(range(10**9))
+        trusted = [os.getpid(), *(int(x["pid"]) for x in rt.executor.stats().get("actors", []) if x.get("pid"))]
+        cpu: dict[str, Any] = {}
+        dumps: list[dict[str, Any]] = []
 
         async def lane() -> None:
             while time.time() < t_end:
@@ -120,9 +128,15 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         async def snapshot() -> None:
             await asyncio.sleep(max(0.0, t_warm - time.time()))
             stats0.update(solver.stats())
+            cpu["0"] = await asyncio.to_thread(cpu_state, trusted)
             log(f"warm-up over ({len(done)} runs done); measuring for {a.minutes:g} min")
+            t_dump = t_warm + a.minutes * 30 if a.py_spy else float("inf")
             while time.time() < t_end:
-                await asyncio.sleep(min(30.0, max(0.0, t_end - time.time())))
+                if time.time() >= t_dump:
+                    t_dump = float("inf")
+                    dumps.extend(await asyncio.to_thread(py_spy, trusted))
+                    continue
+                await asyncio.sleep(min(30.0, max(0.0, t_end - time.time()), max(0.0, t_dump - time.time())))
                 window = [r for r in done if r["t1"] >= t_warm]
                 log(f"{len(window)} runs measured, {len(done)} in all")
 
@@ -130,6 +144,7 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         await snapshot()
         stats1 = solver.stats()
         t_stop = time.time()
+        cpu["1"] = cpu_state(trusted)
         _, pending = await asyncio.wait(lanes, timeout=a.drain)
         for t in pending:
             t.cancel()
@@ -164,7 +179,59 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         "by_harness": by_h, "executor": a.executor, "spare_slots": a.spare,
         "solver_stats_calls": stats1.get("calls", 0) - stats0.get("calls", 0),  # the driver's solver only
         **engine.summary(t_warm, t_stop),
+        **cpu_summary(cpu["0"], cpu["1"], t_stop - t_warm, len(window)),
+        **({"py_spy": dumps} if a.py_spy else {}),
     }
+
+
+# processes of the inference server (vLLM's API server and its EngineCore), by command line
+ENGINE_CMD = ("vllm", "serve_solver", "VLLM::")
+
+
+def cpu_state(trusted: list[int]) -> tuple[procstat.Snapshot, float, float]:
+    """Every process's CPU now, and the trusted processes' (this one and the shards) own and reaped seconds."""
+    own = reaped = 0.0
+    for pid in trusted:
+        try:
+            a, b = procstat.proc_cpu(pid)
+        except OSError:
+            continue
+        own, reaped = own + a, reaped + b
+    return procstat.snapshot(), own, reaped
+
+
+def cpu_summary(c0: tuple[procstat.Snapshot, float, float], c1: tuple[procstat.Snapshot, float, float], span: float,
+                runs: int) -> dict[str, Any]:
+    """Where the CPU went in the measured window: the trusted processes per run (their own threads; the sandboxes
+    they reaped), the inference server's processes, the host, and the top processes."""
+    def per_run(s: float) -> float | None:
+        return round(1000 * s / runs, 2) if runs else None
+
+    return {"trusted_cpu_ms_per_run": per_run(c1[1] - c0[1]), "worker_cpu_ms_per_run": per_run(c1[2] - c0[2]),
+            "trusted_cores": round((c1[1] - c0[1]) / max(span, 1e-9), 2),
+            **procstat.between(c0[0], c1[0], span, groups={"engine": ENGINE_CMD})}
+
+
+def py_spy(trusted: list[int]) -> list[dict[str, Any]]:
+    """``py-spy dump`` of the trusted processes and the inference server's (the first 40 lines of each); one
+    entry with the reason where py-spy is missing or may not attach."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return [{"error": "py-spy is not installed (bundle D: experiments/device/pack.sh)"}]
+    snap = procstat.snapshot()
+    engine = [pid for pid, cmd in snap.cmd.items() if any(n in cmd for n in ENGINE_CMD) and "py-spy" not in cmd]
+    out = []
+    for pid in [*trusted, *engine]:
+        try:
+            p = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            text = p.stdout if p.returncode == 0 else f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
+        except (OSError, subprocess.TimeoutExpired) as e:
+            text = f"failed: {e}"
+        out.append({"pid": pid, "cmd": snap.cmd.get(pid, "")[:100], "dump": "\n".join(text.splitlines()[:40])})
+    return out
 
 
 def metrics_url(solver: Any) -> str | None:
@@ -239,6 +306,8 @@ def main(argv: list[str] | None = None) -> None:
                    "python: --solver, e.g. the server of experiments/device/solver.sh)")
     p.add_argument("--spare", type=int, default=0, help="spare sandbox slots beyond --concurrency (per shard: split)")
     p.add_argument("--log-dir", default="/tmp", help="where an engine's server writes its log")
+    p.add_argument("--py-spy", action="store_true", help="halfway through, a py-spy dump of the trusted processes "
+                   "and the inference server's into the JSON (py-spy from bundle D on the device)")
     p.add_argument("--label", default="", help="tells apart runs of one engine, model and device (kept side by side)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "gpu_eval.json"))
     a = p.parse_args(argv)

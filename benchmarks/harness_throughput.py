@@ -45,6 +45,7 @@ from typing import Any
 from harnesslearn.evaluation import task_tools
 from harnesslearn.harness import load_harness
 from harnesslearn.models import load_model
+from harnesslearn.procstat import proc_cpu
 from harnesslearn.sandbox import ExecutorConfig, build_executor
 from harnesslearn.sandbox.records import Budgets
 from harnesslearn.tasks import load_task
@@ -77,19 +78,12 @@ async def stand_in(prompt: Any, **kw: Any) -> str:
     return await _SHARD_SOLVER(prompt, **kw)
 
 
-def _proc_cpu(pid: int) -> tuple[float, float]:
-    """(own CPU s, reaped children's CPU s) of a process, from /proc/PID/stat."""
-    f = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick
-
-
 def _cpu(pids: list[int]) -> tuple[float, float]:
     """(trusted CPU s, worker CPU s): this process and the shards, and the workers they reaped."""
     t = os.times()
     own, kids = time.process_time(), t.children_user + t.children_system
     for pid in pids:
-        a, b = _proc_cpu(pid)
+        a, b = proc_cpu(pid)
         own, kids = own + a, kids + b
     return own, kids
 

