@@ -21,10 +21,12 @@ of runs with ``engine``, ``model``, ``device``, ``solver_tokens_per_s`` (generat
 ``call_latency_p50_s``/``p95_s`` (one solver call as the harness sees it, queueing included),
 ``harness_runs_per_min``, the engine's own count of requests running and waiting (vLLM's ``/metrics``,
 sampled every second: p50 and max), and the mean score of each harness (a check that the solver answers).
-Where the CPU went in the measured window (``harnesslearn.procstat``): ``trusted_cpu_ms_per_run`` (this process
-and the shards, all threads) and ``worker_cpu_ms_per_run`` (the sandboxes they reaped), ``engine_cores`` (the
-inference server's processes on this host), ``host_busy_cores`` of ``host_cores``, and ``cpu_top``, the
-processes that used the most; ``--py-spy`` adds a ``py-spy dump`` of each trusted and server process.
+Where the CPU went in the measured window (``harnesslearn.procstat``, two snapshots of /proc; rows written since
+2026-12-05): ``trusted_cpu_ms_per_run`` and ``trusted_cores`` (this process and the shards, ``trusted_pids``,
+all threads), ``worker_cpu_ms_per_run`` (the sandboxes they reaped), ``engine_cores`` (the inference server's
+processes on this host, found by command line: ``ENGINE_CMD``), ``host_busy_cores`` of ``host_cores``, and
+``cpu_top``, the processes alive at both ends that used the most; ``--py-spy`` adds a ``py-spy dump`` of each
+trusted and server process halfway through (its own CPU then counts as a worker's).
 Token and call counts come from the runs' call records, so ``--executor shards:K`` (the solver called
 from each shard) counts the same way as ``local``.
 The response cache is off: every call reaches the engine. The first ``--warmup`` seconds are not
@@ -110,9 +112,9 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         t_warm, t_end = t_start + a.warmup, t_start + a.warmup + a.minutes * 60
         stats0: dict[str, Any] = {}
         next_job = iter(range(10**9))
-        trusted = [os.getpid(), *(int(x["pid"]) for x in rt.executor.stats().get("actors", []) if x.get("pid"))]
-        cpu: dict[str, Any] = {}
-        dumps: list[dict[str, Any]] = []
+        trusted = trusted_pids(rt.executor.stats())
+        cpu: dict[str, procstat.Snapshot] = {}
+        dumps: list[asyncio.Task[list[dict[str, Any]]]] = []
 
         async def lane() -> None:
             while time.time() < t_end:
@@ -128,14 +130,13 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         async def snapshot() -> None:
             await asyncio.sleep(max(0.0, t_warm - time.time()))
             stats0.update(solver.stats())
-            cpu["0"] = await asyncio.to_thread(cpu_state, trusted)
+            cpu["0"] = procstat.snapshot()  # ~10 ms of /proc; on the loop, so that it is taken now
             log(f"warm-up over ({len(done)} runs done); measuring for {a.minutes:g} min")
             t_dump = t_warm + a.minutes * 30 if a.py_spy else float("inf")
             while time.time() < t_end:
-                if time.time() >= t_dump:
+                if time.time() >= t_dump:  # in a thread, beside the lanes: the window goes on meanwhile
                     t_dump = float("inf")
-                    dumps.extend(await asyncio.to_thread(py_spy, trusted))
-                    continue
+                    dumps.append(asyncio.ensure_future(asyncio.to_thread(py_spy, trusted, t_end)))
                 await asyncio.sleep(min(30.0, max(0.0, t_end - time.time()), max(0.0, t_dump - time.time())))
                 window = [r for r in done if r["t1"] >= t_warm]
                 log(f"{len(window)} runs measured, {len(done)} in all")
@@ -144,7 +145,7 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         await snapshot()
         stats1 = solver.stats()
         t_stop = time.time()
-        cpu["1"] = cpu_state(trusted)
+        cpu["1"] = procstat.snapshot()
         _, pending = await asyncio.wait(lanes, timeout=a.drain)
         for t in pending:
             t.cancel()
@@ -179,42 +180,43 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         "by_harness": by_h, "executor": a.executor, "spare_slots": a.spare,
         "solver_stats_calls": stats1.get("calls", 0) - stats0.get("calls", 0),  # the driver's solver only
         **engine.summary(t_warm, t_stop),
-        **cpu_summary(cpu["0"], cpu["1"], t_stop - t_warm, len(window)),
-        **({"py_spy": dumps} if a.py_spy else {}),
+        **cpu_summary(cpu["0"], cpu["1"], trusted, len(window)),
+        **({"py_spy": [d for task in dumps for d in await task]} if a.py_spy else {}),
     }
 
 
-# processes of the inference server (vLLM's API server and its EngineCore), by command line
-ENGINE_CMD = ("vllm", "serve_solver", "VLLM::")
+# the inference server's processes (vLLM's API server, its EngineCore; the device's serve_solver.py), by command line
+ENGINE_CMD = ("vllm.entrypoints", "vllm serve", "serve_solver.py", "VLLM::", "EngineCore")
 
 
-def cpu_state(trusted: list[int]) -> tuple[procstat.Snapshot, float, float]:
-    """Every process's CPU now, and the trusted processes' (this one and the shards) own and reaped seconds."""
-    own = reaped = 0.0
-    for pid in trusted:
-        try:
-            a, b = procstat.proc_cpu(pid)
-        except OSError:
-            continue
-        own, reaped = own + a, reaped + b
-    return procstat.snapshot(), own, reaped
+def trusted_pids(stats: dict[str, Any]) -> list[int]:
+    """This process and the executor's actors on this host (the shards), whose CPU is the trusted side's."""
+    import socket
+
+    here = socket.gethostname()
+    return [os.getpid(), *(int(x["pid"]) for x in stats.get("actors", [])
+                           if x.get("pid") and x.get("host", here) == here)]
 
 
-def cpu_summary(c0: tuple[procstat.Snapshot, float, float], c1: tuple[procstat.Snapshot, float, float], span: float,
-                runs: int) -> dict[str, Any]:
-    """Where the CPU went in the measured window: the trusted processes per run (their own threads; the sandboxes
-    they reaped), the inference server's processes, the host, and the top processes."""
+def cpu_summary(c0: procstat.Snapshot, c1: procstat.Snapshot, trusted: list[int], runs: int) -> dict[str, Any]:
+    """Where the CPU went between the snapshots: the trusted processes per run (their own threads; the sandboxes
+    they reaped, and py-spy when asked for), the inference server's processes (the trusted ones never), the host,
+    and the busiest processes."""
+    own, reaped = procstat.used(c0, c1, trusted)
+    span = max(c1.t - c0.t, 1e-9)
+
     def per_run(s: float) -> float | None:
         return round(1000 * s / runs, 2) if runs else None
 
-    return {"trusted_cpu_ms_per_run": per_run(c1[1] - c0[1]), "worker_cpu_ms_per_run": per_run(c1[2] - c0[2]),
-            "trusted_cores": round((c1[1] - c0[1]) / max(span, 1e-9), 2),
-            **procstat.between(c0[0], c1[0], span, groups={"engine": ENGINE_CMD})}
+    return {"trusted_pids": trusted, "trusted_cpu_ms_per_run": per_run(own), "worker_cpu_ms_per_run": per_run(reaped),
+            "trusted_cores": round(own / span, 2), "cpu_window_s": round(span, 1),
+            **procstat.between(c0, c1, groups={"engine": ENGINE_CMD}, exclude=tuple(trusted))}
 
 
-def py_spy(trusted: list[int]) -> list[dict[str, Any]]:
-    """``py-spy dump`` of the trusted processes and the inference server's (the first 40 lines of each); one
-    entry with the reason where py-spy is missing or may not attach."""
+def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
+    """``py-spy dump --nonblocking`` (the process is not paused) of the trusted processes and the inference
+    server's, the first 40 lines of each, each bounded by what is left of the window (at least 5 s); one entry
+    with the reason where py-spy is missing."""
     import shutil
     import subprocess
 
@@ -222,15 +224,18 @@ def py_spy(trusted: list[int]) -> list[dict[str, Any]]:
     if exe is None:
         return [{"error": "py-spy is not installed (bundle D: experiments/device/pack.sh)"}]
     snap = procstat.snapshot()
-    engine = [pid for pid, cmd in snap.cmd.items() if any(n in cmd for n in ENGINE_CMD) and "py-spy" not in cmd]
+    engine = [k[0] for k, cmd in snap.cmd.items()
+              if k[0] not in trusted and any(n in cmd for n in ENGINE_CMD) and "py-spy" not in cmd]
     out = []
     for pid in [*trusted, *engine]:
         try:
-            p = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            p = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
+                               timeout=max(5.0, min(30.0, t_end - time.time())))
             text = p.stdout if p.returncode == 0 else f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
         except (OSError, subprocess.TimeoutExpired) as e:
             text = f"failed: {e}"
-        out.append({"pid": pid, "cmd": snap.cmd.get(pid, "")[:100], "dump": "\n".join(text.splitlines()[:40])})
+        k = snap.key(pid)
+        out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "", "dump": "\n".join(text.splitlines()[:40])})
     return out
 
 

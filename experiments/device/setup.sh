@@ -70,6 +70,7 @@ case "${1:-}" in
     python3 -c "import vllm; print('vllm', vllm.__version__)" 2>&1 | tail -1 || true
     python3 -c "import reasoning_gym, bm25s, harnesslearn; print('harnesslearn ok')"
     if [ -d /tmp/site/ray ]; then python3 -c "import ray; print('ray', ray.__version__)" 2>&1 | tail -1; fi
+    if [ -x /tmp/site/bin/py-spy ]; then /tmp/site/bin/py-spy --version; fi
     nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu --format=csv,noheader || true
     tail -2 "$D/convert.log" 2>/dev/null || true
     ls "$HARNESSLEARN_CACHE_DIR/models/$MODEL-hf-bf16" 2>/dev/null | tr '\n' ' ' || true; echo ;;
