@@ -210,7 +210,7 @@ def cpu_summary(c0: procstat.Snapshot, c1: procstat.Snapshot, trusted: list[int]
 
     return {"trusted_pids": trusted, "trusted_cpu_ms_per_run": per_run(own), "worker_cpu_ms_per_run": per_run(reaped),
             "trusted_cores": round(own / span, 2), "cpu_window_s": round(span, 1),
-            **procstat.between(c0, c1, groups={"engine": ENGINE_CMD}, exclude=tuple(trusted))}
+            **procstat.between(c0, c1, top=20, groups={"engine": ENGINE_CMD}, exclude=tuple(trusted))}
 
 
 def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
