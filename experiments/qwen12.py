@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     la.add_argument("--prefix", default="q12w.", help="the work folder's name as watch.sh prefixed the files")
     la.add_argument("--logs", default=None, help="where the raw logs go (the stretch's notes folder)")
     la.add_argument("--keep", default=".keep", help="outside git: jitcache.tar and the SFT adapter")
+    la.add_argument("--bench", default="benchmarks/results/gpu_eval.json",
+                    help="the committed benchmark file a returned gpu_eval.json's rows go into ('' for none)")
     la.add_argument("--force", action="store_true", help="land a return that is behind the committed state")
     a = p.parse_args(argv)
     out: Any
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
             out = collect(a.work, a.out, adapters=not a.skip_adapters)
         elif a.cmd == "land":
             try:
-                out = land(a.src, a.state, prefix=a.prefix, logs=a.logs, keep=a.keep, force=a.force)
+                out = land(a.src, a.state, prefix=a.prefix, logs=a.logs, keep=a.keep, bench=a.bench or None,
+                           force=a.force)
             except UserError as e:  # a user's mistake: one line, exit 2 (as the CLI does)
                 print(f"qwen12 land: {e}", file=sys.__stderr__)
                 sys.exit(2)

@@ -265,8 +265,15 @@ def test_land_makes_a_returned_stretch_the_committed_state_and_refuses_a_stale_o
     state = tmp_path / "repo" / "state"
     state.parent.mkdir(parents=True)
     _ret_at(tmp_path / "old", 3).rename(state)
-    out = land(back, state, logs=tmp_path / "notes", keep=tmp_path / "keep")
+    bench = tmp_path / "bench.json"  # the committed benchmark rows; the device sent one back, updated
+    old_row = {"engine": "openai", "model": "m", "device": "H100", "label": "x", "tok": 1}
+    kept_row = {"engine": "vllm", "model": "m", "device": "H200", "label": "", "tok": 2}
+    bench.write_text(json.dumps([old_row, kept_row]))
+    (back / "gpu_eval.json").write_text(json.dumps([{**old_row, "tok": 3}, {**old_row, "label": "y", "tok": 4}]))
+    out = land(back, state, logs=tmp_path / "notes", keep=tmp_path / "keep", bench=bench)
     assert out["grpo_updates"] == {"before": 3, "after": 5} and out["forced"] is None
+    assert [r["tok"] for r in json.loads(bench.read_text())] == [3, 2, 4]  # replaced in place, kept, appended
+    assert json.loads((tmp_path / "notes" / "gpu_eval.json").read_text())[0]["tok"] == 3  # the raw file as it came
     assert _snapshot(state) == _snapshot(tmp_path / "w" / "ret")  # replaced whole
     assert not (state / "log.txt").exists()
     assert (tmp_path / "notes" / "jobs.log").read_text() == "step 5\n"
@@ -292,7 +299,14 @@ def test_land_makes_a_returned_stretch_the_committed_state_and_refuses_a_stale_o
     (cut / "q12w.grpo_state.tar.00").write_bytes((back / "q12w.grpo_state.tar.00").read_bytes()[:5000])
     with pytest.raises(UserError, match="do not unpack"):
         land(cut, state)
-    assert _snapshot(state) == landed and sorted(p.name for p in state.parent.iterdir()) == ["state"]
+    (back / "gpu_eval.json").write_text("{cut")  # a benchmark file cut on its way back: nothing is touched
+    bench_before = bench.read_bytes()
+    (state / "eval_rows.jsonl").unlink()
+    landed = _snapshot(state)
+    with pytest.raises(UserError, match="not a readable gpu_eval.json"):
+        land(back, state, bench=bench)
+    assert bench.read_bytes() == bench_before and _snapshot(state) == landed
+    assert sorted(p.name for p in state.parent.iterdir()) == ["state"]
 
     out = land(stale, state, force=True)  # deliberately
     assert "behind" in out["forced"] and json.loads((state / "grpo" / "state" / "state.json").read_text()) == {

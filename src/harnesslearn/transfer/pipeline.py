@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
+from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.transfer import musique, stages
 from harnesslearn.transfer.settings import TransferSettings
 
@@ -166,13 +167,42 @@ def _behind(ret: Path, state: Path, new: int, old: int) -> str | None:
     return None
 
 
+BENCH_KEY = ("engine", "model", "device", "label")  # a gpu_eval.json row's identity, as gpu_eval.py writes it
+
+
+def _merged_bench(returned: Path, committed: Path) -> str:
+    """The committed benchmark rows with a returned ``gpu_eval.json``'s rows in: a returned row replaces the
+    committed one of its engine, model, device and label, a new one is appended, the others stay."""
+    def rows(p: Path) -> list[dict[str, Any]]:
+        try:
+            got = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UserError(f"{p}: not a readable gpu_eval.json ({type(e).__name__}: {e})") from None
+        if not isinstance(got, list) or not all(isinstance(r, dict) for r in got):
+            raise UserError(f"{p}: a gpu_eval.json is a list of runs")
+        return got
+
+    new = rows(returned)
+    out = rows(committed) if committed.is_file() else []
+    index = {tuple(r.get(k, "") for k in BENCH_KEY): i for i, r in enumerate(out)}
+    for r in new:
+        i = index.get(tuple(r.get(k, "") for k in BENCH_KEY))
+        if i is None:
+            index[tuple(r.get(k, "") for k in BENCH_KEY)] = len(out)
+            out.append(r)
+        else:
+            out[i] = r
+    return json.dumps(out, indent=1) + "\n"
+
+
 def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs: str | Path | None = None,
-         keep: str | Path | None = None, force: bool = False) -> dict[str, Any]:
+         keep: str | Path | None = None, bench: str | Path | None = None, force: bool = False) -> dict[str, Any]:
     """What a device stretch brought back (``returned``: the files of ``collect``, each named ``PREFIX+NAME``
     as ``experiments/device/watch.sh`` packs them) -> ``state``, the committed ret folder, replaced whole
     (``log.txt`` left out; the SFT adapter, which is not committed, goes to ``keep`` if given). The raw logs
     (``jobs.log``, ``metrics.log``, ``solver_start.log``, ``gpu_eval.json``) are copied into ``logs`` and a
-    ``jitcache.tar`` into ``keep``. A return that is behind the committed state (``_behind``: an earlier GRPO
+    ``jitcache.tar`` into ``keep``; a returned ``gpu_eval.json``'s rows go into ``bench``, the committed
+    benchmark file (``_merged_bench``). A return that is behind the committed state (``_behind``: an earlier GRPO
     update, a committed file missing, fewer rows in an append-only log) is refused unless ``force``: a stale
     folder must not undo a stretch. Every check runs and every copy is made before the swap, which is two
     renames in the state's folder; if it is interrupted between them the old state is put back, and a left-over
@@ -203,6 +233,8 @@ def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs
             raise UserError(f"{src}: the returned results have no status.json")
         if why and not force:
             raise UserError(f"{src}: {why}: not landed (--force lands it anyway)")
+        bench_p = Path(bench) if bench is not None and (src / "gpu_eval.json").is_file() else None
+        merged = _merged_bench(src / "gpu_eval.json", bench_p) if bench_p is not None else None
         copied = []
         dests = {n: logs for n in ("jobs.log", "metrics.log", "solver_start.log", "gpu_eval.json")}
         for name, dst in {**dests, "jitcache.tar": keep}.items():
@@ -210,6 +242,9 @@ def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs
                 Path(dst).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src / name, Path(dst) / name)
                 copied.append(name)
+        if merged is not None and bench_p is not None:
+            atomic_write_text(bench_p, merged)
+            copied.append(f"gpu_eval.json rows -> {bench_p}")
         sft = ret / "sft_adapter"
         if sft.is_dir():
             if keep is not None:
