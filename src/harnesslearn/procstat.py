@@ -25,10 +25,14 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
 
 
+def _seconds(f: list[str]) -> tuple[float, float]:
+    """(own, reaped) CPU seconds from the fields of ``_stat``: utime + stime, cutime + cstime."""
+    return (int(f[11]) + int(f[12])) / _TICK, (int(f[13]) + int(f[14])) / _TICK
+
+
 def proc_cpu(pid: int) -> tuple[float, float]:
     """(own CPU s, reaped children's CPU s) of a process, from /proc/PID/stat; OSError if it is gone."""
-    f = _stat(pid)
-    return (int(f[11]) + int(f[12])) / _TICK, (int(f[13]) + int(f[14])) / _TICK
+    return _seconds(_stat(pid))
 
 
 def host_ticks(line: str) -> tuple[int, int]:
@@ -82,7 +86,7 @@ def snapshot() -> Snapshot:
         try:
             f = _stat(pid)
             key = (pid, int(f[19]))  # field 22: start time, in ticks since boot
-            cpu[key] = ((int(f[11]) + int(f[12])) / _TICK, (int(f[13]) + int(f[14])) / _TICK)
+            cpu[key] = _seconds(f)
         except (OSError, ValueError, IndexError):
             continue
         pids[pid] = key

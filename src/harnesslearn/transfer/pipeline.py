@@ -182,16 +182,15 @@ def _merged_bench(returned: Path, committed: Path) -> str:
             raise UserError(f"{p}: a gpu_eval.json is a list of runs")
         return got
 
+    def ident(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(r.get(k, "") for k in BENCH_KEY)
+
     new = rows(returned)
     out = rows(committed) if committed.is_file() else []
-    index = {tuple(r.get(k, "") for k in BENCH_KEY): i for i, r in enumerate(out)}
+    index = {ident(r): i for i, r in enumerate(out)}
     for r in new:
-        i = index.get(tuple(r.get(k, "") for k in BENCH_KEY))
-        if i is None:
-            index[tuple(r.get(k, "") for k in BENCH_KEY)] = len(out)
-            out.append(r)
-        else:
-            out[i] = r
+        i = index.setdefault(ident(r), len(out))
+        out[i:i + 1] = [r]  # in place, or appended at the end
     return json.dumps(out, indent=1) + "\n"
 
 
