@@ -12,6 +12,10 @@ the same workload:
     # against the running solver server, the trusted side in K Ray shards (bundle D: setup.sh ray)
     python3 benchmarks/gpu_eval.py --solver 'openai:qwen?base_url=http://127.0.0.1:8000/v1' --executor shards:4 \
         --concurrency 256 --minutes 3 --label h200-shards4
+    # several servers of the model on the one GPU (HL_SOLVER_PORTS="8000 8001" solver.sh start ...), the calls
+    # spread over them by harnesslearn's endpoint pool (least outstanding requests), their /metrics summed
+    python3 benchmarks/gpu_eval.py --solver openai:qwen $(bash experiments/device/solver.sh urls) --executor shards:4 \
+        --concurrency 256 --minutes 3 --label h200-shards4-2servers
     # anywhere, as a dry run of the code path (a rule-based solver; no GPU figures)
     python3 benchmarks/gpu_eval.py --solver python:tests/zoo_solver.py:six --minutes 0.2 --concurrency 8 --out /tmp/g.json
 
@@ -26,7 +30,8 @@ Where the CPU went in the measured window (``harnesslearn.procstat``, two snapsh
 all threads), ``worker_cpu_ms_per_run`` (the sandboxes they reaped), ``engine_cores`` (the inference server's
 processes on this host, found by command line: ``ENGINE_CMD``), ``host_busy_cores`` of ``host_cores``, and
 ``cpu_top``, the processes alive at both ends that used the most; ``--py-spy`` adds a ``py-spy dump`` of each
-trusted and server process halfway through (its own CPU then counts as a worker's).
+trusted and server process halfway through, and a 10-second ``py-spy record`` of each engine-core process summed
+up by function (its own CPU then counts as a worker's).
 Token and call counts come from the runs' call records, so ``--executor shards:K`` (the solver called
 from each shard) counts the same way as ``local``.
 The response cache is off: every call reaches the engine. The first ``--warmup`` seconds are not
@@ -78,13 +83,14 @@ def pct(xs: list[float], q: float) -> float | None:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
 
 
-def build_solver(spec: str, executor: str, lanes: int) -> Any:
+def build_solver(spec: str, executor: str, lanes: int, base_urls: list[str] | None = None) -> Any:
     """The driver's solver: its spec for shards (each builds its own), else a backend built here with the cache
     off, so the runtime's ``served_limit`` does not reach it: a served solver gets as many calls in flight as
-    there are lanes (the openai: default of 32 held the H200 run of 2026-12-05 at 256 lanes to p50 19 s)."""
+    there are lanes (the openai: default of 32 held the H200 run of 2026-12-05 at 256 lanes to p50 19 s).
+    ``base_urls``: several servers of one model (an endpoint pool; each of them gets that many calls)."""
     if executor != "local":
         return spec
-    return load_model(spec, cache=False, concurrency=served_limit(spec, lanes))
+    return load_model(spec, base_url=base_urls or None, cache=False, concurrency=served_limit(spec, lanes))
 
 
 async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
@@ -97,14 +103,15 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
     budgets = Budgets(timeout_s=a.timeout, max_calls=16, max_tokens=8192)
     # shards:K rebuild the solver in each shard from its spec; their response cache is off through the environment
     os.environ["HARNESSLEARN_CACHE"] = "0"
-    solver = build_solver(spec, a.executor, a.concurrency)
+    solver = build_solver(spec, a.executor, a.concurrency, a.base_urls)
     sampler = GpuSampler(1.0).start()
     done: list[dict[str, Any]] = []
     t_open = time.time()
+    pool = {"base_url": a.base_urls} if a.base_urls and a.executor != "local" else {}  # the shards build the pool
     async with SolverRuntime(solver, executor=a.executor, concurrency=a.concurrency, verbose=True,
-                             config=ExecutorConfig(isolation=a.isolation, spare_slots=a.spare)) as rt:
+                             config=ExecutorConfig(isolation=a.isolation, spare_slots=a.spare), **pool) as rt:
         solver = rt.solver
-        engine = EngineSampler(metrics_url(rt.solver), 1.0).start()
+        engine = EngineSampler(metrics_urls(rt.solver), 1.0).start()
         assert rt.executor is not None
         opened_s = time.time() - t_open
         log(f"runtime open in {opened_s:.1f} s ({rt.timings}); {len(jobs)} distinct runs, cycling")
@@ -213,20 +220,54 @@ def cpu_summary(c0: procstat.Snapshot, c1: procstat.Snapshot, trusted: list[int]
             **procstat.between(c0, c1, top=20, groups={"engine": ENGINE_CMD}, exclude=tuple(trusted))}
 
 
+def collapsed_top(raw: str, top: int = 15) -> dict[str, Any]:
+    """py-spy's ``--format raw`` (one ``frame;frame;...;leaf COUNT`` line per distinct stack) -> the samples, and
+    the functions that held the most of them: ``self`` (the leaf, where the time is spent) and ``total`` (anywhere
+    on the stack), each as (frame, share of the samples)."""
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    n = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        c = int(count)
+        frames = stack.split(";")
+        n += c
+        own[frames[-1]] = own.get(frames[-1], 0) + c
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + c
+
+    def best(d: dict[str, int]) -> list[tuple[str, float]]:
+        return [(f, round(k / n, 3)) for f, k in sorted(d.items(), key=lambda x: -x[1])[:top]] if n else []
+    return {"samples": n, "self": best(own), "total": best(incl)}
+
+
 def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
     """``py-spy dump --nonblocking`` (the process is not paused) of the trusted processes and the inference
-    server's, the first 40 lines of each, each bounded by what is left of the window (at least 5 s); one entry
-    with the reason where py-spy is missing."""
+    server's, the first 40 lines of each, each bounded by what is left of the window (at least 5 s); and, beside
+    them, a ``py-spy record`` of each engine-core process (vLLM's ``EngineCore``: one core of it capped the
+    decode loop in stretch 9) for up to 10 s at 100 Hz, summarised by ``collapsed_top``; one entry with the
+    reason where py-spy is missing."""
     import shutil
     import subprocess
+    import tempfile
 
-    exe = shutil.which("py-spy")
+    beside = Path(sys.executable).parent / "py-spy"  # installed into this interpreter's environment (the dev extra)
+    exe = shutil.which("py-spy") or (str(beside) if beside.is_file() else None)
     if exe is None:
         return [{"error": "py-spy is not installed (bundle D: experiments/device/pack.sh)"}]
     snap = procstat.snapshot()
     engine = [k[0] for k, cmd in snap.cmd.items()
               if k[0] not in trusted and any(n in cmd for n in ENGINE_CMD) and "py-spy" not in cmd]
-    out = []
+    cores = [pid for pid in engine if "EngineCore" in snap.cmd.get(snap.key(pid) or (pid, 0), "")]
+    seconds = int(max(3.0, min(10.0, t_end - time.time() - 2)))
+    tmp = Path(tempfile.mkdtemp(prefix="pyspy-"))
+    records = {pid: subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "100",
+                                      "--format", "raw", "--nonblocking", "--output", str(tmp / f"{pid}.txt")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for pid in cores}
+    out: list[dict[str, Any]] = []
     for pid in [*trusted, *engine]:
         try:
             p = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
@@ -236,25 +277,39 @@ def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
             text = f"failed: {e}"
         k = snap.key(pid)
         out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "", "dump": "\n".join(text.splitlines()[:40])})
+    for pid, proc in records.items():
+        try:
+            _, err = proc.communicate(timeout=seconds + 20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            err = "timed out"
+        f = tmp / f"{pid}.txt"
+        rec = (collapsed_top(f.read_text()) if f.is_file() else {"error": f"exit {proc.returncode}: {(err or '')[-300:]}"})
+        out.append({"pid": pid, "cmd": snap.cmd.get(snap.key(pid) or (pid, 0), "")[:160], "record_s": seconds, **rec})
+    shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
-def metrics_url(solver: Any) -> str | None:
-    """The engine's Prometheus endpoint (vLLM serves ``/metrics`` beside ``/v1``), if the solver has a URL."""
-    base = getattr(solver, "base_url", None)
-    return base.rstrip("/").removesuffix("/v1") + "/metrics" if isinstance(base, str) else None
+def metrics_urls(solver: Any) -> list[str]:
+    """The engines' Prometheus endpoints (vLLM serves ``/metrics`` beside ``/v1``): the solver's URL, or each
+    endpoint's of a pool; none where the solver has no URL."""
+    inner = getattr(solver, "inner", solver)  # a cached backend wraps the client
+    bases = ([e.url for e in inner.endpoints] if hasattr(inner, "endpoints")
+             else [getattr(inner, "base_url", None)])
+    return [b.rstrip("/").removesuffix("/v1") + "/metrics" for b in bases if isinstance(b, str)]
 
 
 class EngineSampler(PeriodicSampler):
-    """Reads vLLM's ``vllm:num_requests_running`` and ``..._waiting`` every ``every`` seconds in a thread."""
+    """Reads vLLM's ``vllm:num_requests_running`` and ``..._waiting`` every ``every`` seconds in a thread, summed
+    over the servers (several engines behind an endpoint pool); a tick where one does not answer is dropped."""
 
-    def __init__(self, url: str | None, every: float) -> None:
+    def __init__(self, urls: list[str], every: float) -> None:
         super().__init__(every, "engine-sampler")
-        self.url = url
+        self.urls = list(urls)
         self.samples: list[tuple[float, float, float]] = []  # (time, running, waiting)
 
     def ready(self) -> bool:
-        return self.url is not None
+        return bool(self.urls)
 
     def _run(self) -> None:
         import re
@@ -264,18 +319,18 @@ class EngineSampler(PeriodicSampler):
                for k in ("running", "waiting")}
         while not self._stop.wait(self.interval):
             try:
-                assert self.url is not None
-                text = urllib.request.urlopen(self.url, timeout=2).read().decode()  # noqa: S310 - our own server
+                texts = [urllib.request.urlopen(u, timeout=2).read().decode()  # noqa: S310 - our own servers
+                         for u in self.urls]
             except OSError:
                 continue
-            got = {k: sum(float(x) for x in p.findall(text)) for k, p in pat.items()}
+            got = {k: sum(float(x) for t in texts for x in p.findall(t)) for k, p in pat.items()}
             self.samples.append((time.time(), got["running"], got["waiting"]))
 
     def summary(self, t0: float, t1: float) -> dict[str, Any]:
         run = [r for t, r, _ in self.samples if t0 <= t <= t1]
         wait = [w for t, _, w in self.samples if t0 <= t <= t1]
         return {"engine_running_p50": pct(run, 0.5), "engine_running_max": max(run) if run else None,
-                "engine_waiting_p50": pct(wait, 0.5), "engine_metric_samples": len(run)}
+                "engine_waiting_p50": pct(wait, 0.5), "engine_metric_samples": len(run), "engine_servers": len(self.urls)}
 
 
 def versions() -> dict[str, str]:
@@ -297,6 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", help="transformers folder of the solver (Qwen2.5-Coder-1.5B-Instruct)")
     p.add_argument("--model-name", default="qwen2.5-coder-1.5b-instruct", help="how the model is named in the results")
     p.add_argument("--solver", help="any solver spec instead of --engine/--model (dry runs)")
+    p.add_argument("--solver-base-url", dest="base_urls", action="append", default=None, metavar="URL",
+                   help="repeated: several servers of the --solver openai: model, the calls spread over them "
+                   "(harnesslearn's endpoint pool; experiments/device/solver.sh urls)")
     p.add_argument("--minutes", type=float, default=3.0)
     p.add_argument("--warmup", type=float, default=20.0, help="seconds before measuring starts")
     p.add_argument("--drain", type=float, default=20.0, help="seconds to let runs in flight finish at the end")
@@ -312,7 +370,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--spare", type=int, default=0, help="spare sandbox slots beyond --concurrency (per shard: split)")
     p.add_argument("--log-dir", default="/tmp", help="where an engine's server writes its log")
     p.add_argument("--py-spy", action="store_true", help="halfway through, a py-spy dump of the trusted processes "
-                   "and the inference server's into the JSON (py-spy from bundle D on the device)")
+                   "and the inference server's, and a 10 s profile of each engine core, into the JSON (py-spy from "
+                   "bundle D on the device)")
     p.add_argument("--label", default="", help="tells apart runs of one engine, model and device (kept side by side)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "gpu_eval.json"))
     a = p.parse_args(argv)
@@ -322,11 +381,13 @@ def main(argv: list[str] | None = None) -> None:
         spec, engine = ENGINES[a.engine].format(model=a.model, log=f"{a.log_dir}/vllm-server.log"), a.engine
     else:
         p.error("give --engine and --model, or --solver")
+    if a.base_urls and not (a.solver and engine == "openai"):
+        p.error("--solver-base-url goes with an openai: --solver (no base_url= in it)")
     log(f"engine {engine}: {spec}")
     t0 = time.time()
     figures = asyncio.run(measure(a, spec))
     run = {"engine": engine, "label": a.label, "model": a.model_name if not a.solver else a.solver, "device": device_name(),
-           "solver_spec": spec, "concurrency": a.concurrency, "minutes": a.minutes, "families": a.families,
+           "solver_spec": spec, "solver_base_urls": a.base_urls, "concurrency": a.concurrency, "minutes": a.minutes, "families": a.families,
            "harnesses": a.harnesses, "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
            "versions": versions(), **figures, "wall_s": round(time.time() - t0, 1)}
     out = Path(a.out)

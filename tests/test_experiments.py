@@ -271,6 +271,88 @@ def test_serve_solver_modes_and_the_eager_fallback() -> None:
     assert execs == [ss.argv("/m", 0.3, "eager")]
 
 
+def test_serve_solver_takes_a_port_and_refuses_a_bad_one() -> None:
+    sys.path.insert(0, str(EXP / "device"))
+    try:
+        import serve_solver as ss
+    finally:
+        sys.path.remove(str(EXP / "device"))
+    a = ss.argv("/m", 0.15, "graphs", port=8001)
+    assert a[a.index("--port") + 1] == "8001" and ss.argv("/m", 0.3, "eager")[ss.argv("/m", 0.3, "eager").index("--port") + 1] == "8000"
+    execs: list[list[str]] = []
+    ss.serve("/m", 0.15, "graphs", port=8001, call=lambda a: 1, execv=lambda p, a: execs.append(list(a)))
+    assert execs == [ss.argv("/m", 0.15, "eager", port=8001)]  # the eager fallback keeps the port
+    with pytest.raises(SystemExit, match="--port needs a number"):
+        ss.main(["/m", "0.3", "graphs", "--port", "x"])
+    with pytest.raises(SystemExit, match="usage"):
+        ss.main(["/m", "0.3"])
+
+
+FAKE_PY = """#!/bin/bash
+# python3 for solver.sh's test: serve_solver.py becomes a static server of v1/models on its --port
+if [[ "$1" == *serve_solver.py ]]; then
+  echo "$@" >> "$FAKE_ROOT/served"
+  port=8000; args=("$@"); for i in "${!args[@]}"; do [ "${args[$i]}" = --port ] && port=${args[$((i + 1))]}; done
+  exec "$REAL_PY" -m http.server "$port" --bind 127.0.0.1 --directory "$FAKE_ROOT/www"
+fi
+exec "$REAL_PY" "$@"
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_their_urls(tmp_path: Path) -> None:
+    """experiments/device/solver.sh with HL_SOLVER_PORTS: each port gets a serve_solver.py of its own (the share
+    and mode passed on), `wait` waits for all of them, `urls` gives gpu_eval.py's --solver-base-url flags; a bad
+    port is refused. A fake python3 stands in for vLLM (a static server of /v1/models)."""
+    import socket
+    import subprocess
+    import time
+
+    from llama_server import free_port
+
+    ports = [free_port(), free_port()]
+    while ports[1] == ports[0]:
+        ports[1] = free_port()
+    bin_dir, dev, model = tmp_path / "bin", tmp_path / "dev", tmp_path / "model"
+    (tmp_path / "www" / "v1").mkdir(parents=True)
+    (tmp_path / "www" / "v1" / "models").write_text('{"data": []}')
+    bin_dir.mkdir()
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (bin_dir / "python3").write_text(FAKE_PY)
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "REAL_PY": sys.executable, "FAKE_ROOT": str(tmp_path),
+           "HL_DEV_DIR": str(dev), "HL_MODEL": str(model), "HL_SOLVER_PORTS": f"{ports[0]} {ports[1]}"}
+    sh = str(EXP / "device" / "solver.sh")
+
+    def run(*args: str, **kw: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", sh, *args], env={**env, **kw}, capture_output=True, text=True, timeout=120)
+
+    try:
+        p = run("start", "0.15", "graphs")
+        assert p.returncode == 0, p.stderr
+        w = run("wait", "60")
+        assert w.returncode == 0 and "ready" in w.stdout, w.stdout + w.stderr
+        for port in ports:
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+        served = (tmp_path / "served").read_text().splitlines()
+        assert [line.split()[1:] for line in served] == [[str(model), "0.15", "graphs", "--port", str(p)] for p in ports]
+        urls = run("urls").stdout.split()
+        assert urls == [x for p in ports for x in ("--solver-base-url", f"http://127.0.0.1:{p}/v1")]
+        one = free_port()  # one more, alone: the server replaces the detached shell (exec), as the usual start
+        assert run("start", "0.3", "eager", HL_SOLVER_PORTS=str(one)).returncode == 0
+        assert run("wait", "60").returncode == 0
+        assert (tmp_path / "served").read_text().splitlines()[-1].split()[1:] == [str(model), "0.3", "eager", "--port",
+                                                                                   str(one)]
+        assert len(run("urls").stdout.split()) == 6
+        bad = run("start", "0.3", "graphs", HL_SOLVER_PORTS="80a0")
+        assert bad.returncode == 2 and "port numbers" in bad.stderr
+    finally:
+        subprocess.run(["pkill", "-f", "--", f"--directory {tmp_path}/www"], check=False)
+        time.sleep(0.2)
+
+
 def test_reward_anatomy_reads_the_timing_of_newer_rollouts_and_skips_older_ones(tmp_path: Path) -> None:
     import gzip
 

@@ -71,3 +71,104 @@ def test_gpu_eval_gives_a_served_solver_as_many_calls_in_flight_as_lanes() -> No
     assert solver.concurrency == 256
     assert build_solver("openai:qwen?base_url=http://127.0.0.1:9/v1", "shards:2", 256) == \
         "openai:qwen?base_url=http://127.0.0.1:9/v1"
+
+
+def _gpu_eval():  # the benchmark module, imported from its folder
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gpu_eval
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return gpu_eval
+
+
+def test_gpu_eval_spreads_calls_over_several_servers_and_sums_their_engine_counts() -> None:
+    """--solver-base-url, repeated: the driver's solver is an endpoint pool over the servers (each given the
+    lanes' calls), the engine sampler reads every server's /metrics and sums the running and waiting requests."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    ge = _gpu_eval()
+    counts = [(3, 1), (5, 0)]
+
+    def server(running: int, waiting: int) -> ThreadingHTTPServer:
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the handler's name
+                body = (f'# HELP x\nvllm:num_requests_running{{model_name="qwen"}} {running}.0\n'
+                        f'vllm:num_requests_waiting{{model_name="qwen"}} {waiting}.0\n').encode()
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a: object) -> None:
+                pass
+        s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        return s
+    servers = [server(*c) for c in counts]
+    try:
+        urls = [f"http://127.0.0.1:{s.server_address[1]}/v1" for s in servers]
+        pool = ge.build_solver("openai:qwen", "local", 64, urls)
+        assert [e.url.rstrip("/") for e in pool.endpoints] == urls and all(e.backend.concurrency == 64
+                                                                           for e in pool.endpoints)
+        assert ge.metrics_urls(pool) == [u.removesuffix("/v1") + "/metrics" for u in urls]
+        assert ge.build_solver("openai:qwen", "shards:2", 64, urls) == "openai:qwen"  # the shards build their own
+        sampler = ge.EngineSampler(ge.metrics_urls(pool), 0.05).start()
+        import time
+        t0 = time.time()
+        while len(sampler.samples) < 3 and time.time() - t0 < 20:
+            time.sleep(0.05)
+        sampler.stop()
+        summary = sampler.summary(t0 - 1, time.time() + 1)
+        assert summary["engine_running_p50"] == 8.0 and summary["engine_waiting_p50"] == 1.0
+        assert summary["engine_servers"] == 2 and summary["engine_metric_samples"] >= 3
+    finally:
+        for s in servers:
+            s.shutdown()
+
+
+def test_gpu_eval_refuses_base_urls_without_an_openai_solver(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_eval.py"), "--solver", "python:tests/zoo_solver.py:six",
+           "--solver-base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "g.json")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--solver-base-url goes with an openai: --solver" in p.stderr
+    assert not (tmp_path / "g.json").exists()
+
+
+def test_collapsed_top_ranks_functions_by_own_and_total_samples() -> None:
+    raw = ("main (a.py:1);step (core.py:10);schedule (sched.py:5) 60\n"
+           "main (a.py:1);step (core.py:10);sample (sampler.py:7) 30\n"
+           "main (a.py:1);idle (core.py:20) 10\n"
+           "garbage line\n")
+    top = _gpu_eval().collapsed_top(raw, top=3)
+    assert top["samples"] == 100
+    assert top["self"] == [("schedule (sched.py:5)", 0.6), ("sample (sampler.py:7)", 0.3), ("idle (core.py:20)", 0.1)]
+    assert top["total"][:2] == [("main (a.py:1)", 1.0), ("step (core.py:10)", 0.9)]
+    assert _gpu_eval().collapsed_top("") == {"samples": 0, "self": [], "total": []}
+
+
+def test_py_spy_dumps_an_engine_core_and_profiles_where_its_time_goes() -> None:
+    """--py-spy on a stand-in for vLLM's engine core (a process whose command line names it, spinning in one
+    function): its dump, and a profile of a few seconds whose top function is the spin. Needs py-spy (the dev
+    extra installs it; the device's bundle D carries it)."""
+    import shutil
+    import time
+
+    ge = _gpu_eval()
+    beside = Path(sys.executable).parent / "py-spy"
+    if shutil.which("py-spy") is None and not beside.is_file():
+        import pytest
+        pytest.skip("py-spy is not installed (pip install -e .[dev])")
+    spin = subprocess.Popen([sys.executable, "-c", "# EngineCore stand-in\ndef spin():\n    while True:\n"
+                             "        pass\nspin()"])
+    try:
+        time.sleep(0.5)
+        out = ge.py_spy([], time.time() + 5)
+    finally:
+        spin.kill()
+        spin.wait()
+    mine = [d for d in out if d.get("pid") == spin.pid]
+    dump, rec = (next(d for d in mine if "dump" in d), next(d for d in mine if "record_s" in d))
+    assert "spin (<string>:" in dump["dump"]
+    assert rec["samples"] > 50 and rec["self"][0][0].startswith("spin (<string>:") and rec["self"][0][1] > 0.9

@@ -1,7 +1,9 @@
-"""On the H200 (``solver.sh start``): serve the converted 1.5B as ``qwen`` on port 8000 with vLLM.
+"""On the H200 (``solver.sh start``): serve the converted 1.5B as ``qwen`` on port 8000 (or
+``--port``) with vLLM.
 
-    python3 serve_solver.py MODEL_DIR SHARE MODE [LORA]    # MODE: eager | graphs | compile
+    python3 serve_solver.py MODEL_DIR SHARE MODE [LORA] [--port N]  # MODE: eager | graphs | compile
                                                            # LORA: sft=DIR,rl=DIR (LoRA modules served by name)
+                                                           # --port: default 8000 (replicas: 8001, ...)
 
 - ``eager``: no torch.compile, no CUDA graphs (``--enforce-eager``): the stretches 2-5 server. Its start took
   ~150 s there and its decoding pays a kernel launch per op per step (GRPO's reward phase, stretch 5: 2-5k
@@ -14,6 +16,10 @@
 
 With ``LORA``, the adapters are served by name beside the base model (``--enable-lora``): the eval and musique
 stages take their proposer arms from the server when it serves this run's adapters (``transfer/served.py``).
+
+Replicas (``HL_SOLVER_REPLICAS=k solver.sh start``): k of these servers on the one GPU, on ports 8000..8000+k-1,
+each with SHARE/k of its memory and its own engine-core process (stretch 9: one ``VLLM::EngineCore`` at a full core
+capped the decode loop with the GPU 21 % busy); clients spread their calls over them with the endpoint pool.
 
 If a ``graphs`` or ``compile`` server exits with an error, an eager one is started in its place, so a stretch
 keeps its solver (one line in the log says so). A server stopped by a signal is not restarted.
@@ -43,30 +49,41 @@ def loras(text: str) -> dict[str, str]:
     return out
 
 
-def argv(model: str, share: float, mode: str, lora: dict[str, str] | None = None) -> list[str]:
+def argv(model: str, share: float, mode: str, lora: dict[str, str] | None = None, port: int = 8000) -> list[str]:
     if mode not in MODES:
         raise SystemExit(f"serve_solver: mode must be one of {', '.join(MODES)}, got {mode!r}")
     extra = (["--compilation-config", json.dumps({"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"})]
              if mode == "graphs" else [])
-    return vllm_argv(model, 8000, served_name="qwen", gpu_memory_utilization=share, max_num_seqs=512,
+    return vllm_argv(model, port, served_name="qwen", gpu_memory_utilization=share, max_num_seqs=512,
                      enforce_eager=mode == "eager", lora=lora or None, extra=extra)
 
 
-def serve(model: str, share: float, mode: str, lora: dict[str, str] | None = None, *,
+def serve(model: str, share: float, mode: str, lora: dict[str, str] | None = None, *, port: int = 8000,
           call: Callable[[Sequence[str]], int] = subprocess.call,
           execv: Callable[[str, Sequence[str]], None] = os.execv) -> None:
-    a = argv(model, share, mode, lora)
+    a = argv(model, share, mode, lora, port)
     if mode == "eager":
         execv(a[0], a)
         return
     rc = call(a)
     if rc > 0:  # an error (a negative code is a signal: stopped on purpose)
         print(f"serve_solver: the {mode} server exited with {rc}; starting an eager one", flush=True)
-        e = argv(model, share, "eager", lora)
+        e = argv(model, share, "eager", lora, port)
         execv(e[0], e)
 
 
+def main(args: Sequence[str]) -> None:
+    rest, port = list(args), 8000
+    if "--port" in rest:
+        i = rest.index("--port")
+        if i + 1 >= len(rest) or not rest[i + 1].isdigit():
+            raise SystemExit("serve_solver: --port needs a number")
+        port = int(rest[i + 1])
+        del rest[i:i + 2]
+    if len(rest) not in (3, 4):
+        raise SystemExit("usage: serve_solver.py MODEL_DIR SHARE eager|graphs|compile [NAME=ADAPTER_DIR,...] [--port N]")
+    serve(rest[0], float(rest[1]), rest[2], loras(rest[3]) if len(rest) == 4 else None, port=port)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) not in (4, 5):
-        raise SystemExit("usage: serve_solver.py MODEL_DIR SHARE eager|graphs|compile [NAME=ADAPTER_DIR,...]")
-    serve(sys.argv[1], float(sys.argv[2]), sys.argv[3], loras(sys.argv[4]) if len(sys.argv) == 5 else None)
+    main(sys.argv[1:])

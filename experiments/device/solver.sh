@@ -1,31 +1,67 @@
 #!/usr/bin/env bash
-# On the H200, after setup.sh: one solver server for every job of a stretch (vLLM's start, ~3.5 min for
-# the 1.5B, is paid once), reached as  openai:qwen?base_url=http://127.0.0.1:8000/v1
+# On the H200, after setup.sh: one solver server for every job of a stretch (vLLM's start, ~1 min for the 1.5B
+# since stretch 9, is paid once), reached as  openai:qwen?base_url=http://127.0.0.1:8000/v1
 #     experiments/device/solver.sh start [SHARE] [MODE] [LORA]   # detached: waits for the model's conversion, then
 #                              # serves it with SHARE (default 0.3) of GPU memory; MODE eager | graphs | compile
 #                              # (default compile; serve_solver.py says what each costs and gains; a graphs or
 #                              # compile server that fails is replaced by an eager one); LORA sft=DIR,rl=DIR: the
 #                              # adapters served by name too (the eval and musique stages' arms); log /tmp/dev/solver.log
-#     experiments/device/solver.sh wait [SECONDS]  # until it answers (default 600 s); exit 1 if it did not
+#     HL_SOLVER_PORTS="8001 8002" experiments/device/solver.sh start [SHARE] [MODE]
+#                              # more servers of the same model on the one GPU (default port 8000), each with SHARE
+#                              # and its own engine core, started one after the other (two vLLM engines profiling
+#                              # GPU memory at once misread it); logs /tmp/dev/solver-PORT.log
+#     experiments/device/solver.sh wait [SECONDS]  # until every server started answers (default 600 s); exit 1 if not
+#     experiments/device/solver.sh urls            # --solver-base-url URL for each server started (gpu_eval.py: the
+#                              # calls spread over them by harnesslearn's endpoint pool, spec openai:qwen)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
-D=/tmp/dev
+D="${HL_DEV_DIR:-/tmp/dev}"  # the device's scratch folder (a test gives its own)
+PORTS_FILE="$D/solver_ports"
+answers() { python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$1/v1/models', timeout=3)" 2>/dev/null; }
 case "${1:-}" in
   start)
-    rm -rf "$D/solver-src" && cp -r src "$D/solver-src" && cp experiments/device/serve_solver.py "$D/serve_solver.py"
+    ports="${HL_SOLVER_PORTS:-8000}"
+    for p in $ports; do
+      case "$p" in ''|*[!0-9]*) echo "solver.sh: HL_SOLVER_PORTS must be port numbers, got '$p'" >&2; exit 2 ;; esac
+    done
+    mkdir -p "$D"
+    if [ ! -d "$D/solver-src" ] || ! answers 8000; then  # a running server keeps the copy it was started from
+      rm -rf "$D/solver-src" && cp -r src "$D/solver-src" && cp experiments/device/serve_solver.py "$D/serve_solver.py"
+    fi
+    for p in $ports; do echo "$p" >> "$PORTS_FILE"; done
     # the arguments go to the detached shell as its own positional parameters, never pasted into its script
-    (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" setsid nohup bash -c '
-      while [ ! -f "$2/config.json" ]; do sleep 2; done
-      exec python3 "$1" "${@:2}"' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" ${4:+"$4"} \
-      > "$D/solver.log" 2>&1 < /dev/null &)
-    echo "solver server starting, mode ${3:-compile} (log $D/solver.log)" ;;
+    log="$D/solver.log"; [ "$ports" = 8000 ] || log="$D/solver-$(echo $ports | tr ' ' '-').log"
+    (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" exec setsid nohup bash -c '
+      script=$1 model=$2 share=$3 mode=$4 lora=$5 ports=$6 dir=$7
+      while [ ! -f "$model/config.json" ]; do sleep 2; done
+      set -- $ports
+      if [ $# -eq 1 ]; then exec python3 "$script" "$model" "$share" "$mode" ${lora:+"$lora"} --port "$1"; fi
+      for p in "$@"; do
+        python3 "$script" "$model" "$share" "$mode" ${lora:+"$lora"} --port "$p" > "$dir/solver-$p.log" 2>&1 &
+        pid=$!
+        until python3 -c "import urllib.request as u; u.urlopen(\"http://127.0.0.1:$p/v1/models\", timeout=3)" \
+            2>/dev/null; do
+          kill -0 $pid 2>/dev/null || { echo "solver on port $p exited (log $dir/solver-$p.log)"; break; }
+          sleep 2
+        done
+        echo "solver on port $p answers"
+      done
+      wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" "${4:-}" "$ports" "$D") \
+      > "$log" 2>&1 < /dev/null &  # every descriptor to the log: nothing holds the caller's output open
+    echo "solver server(s) starting on port(s) $ports, mode ${3:-compile} (log $log)" ;;
   wait)
     end=$((SECONDS + ${2:-600}))
-    until python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/v1/models', timeout=3)" 2>/dev/null; do
-      [ $SECONDS -lt $end ] || { tail -5 "$D/solver.log"; exit 1; }
-      sleep 3
+    for p in $(awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || echo 8000); do
+      until answers "$p"; do
+        [ $SECONDS -lt $end ] || { echo "solver on port $p did not answer"; tail -5 "$D"/solver*.log; exit 1; }
+        sleep 3
+      done
     done
     echo "solver server ready after ${SECONDS}s of waiting" ;;
-  *) echo "usage: solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS]" >&2; exit 2 ;;
+  urls)
+    for p in $(awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || echo 8000); do printf -- '--solver-base-url http://127.0.0.1:%s/v1 ' "$p"; done
+    echo ;;
+  *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS] | urls" >&2
+     exit 2 ;;
 esac
