@@ -152,3 +152,29 @@ def test_cli_run_with_repeated_solver_base_url_reports_each_endpoint(servers, tm
     assert [e["base_url"] for e in eps] == [a.url, b.url]
     assert sum(e["calls"] for e in eps) == out["model_stats"]["calls"] == 6
     assert all(p["status"] == "ok" for p in out["problems"]) and out["executor"]["executor"] == "local"
+
+
+def test_a_spec_can_carry_the_pool_as_a_comma_separated_base_url(servers):
+    """Settings trees and shards pass the solver as a string: ``base_url=U1,U2`` in the spec builds the same pool
+    as two base URLs given apart; an empty item is a clear error."""
+    a, b = servers(), servers()
+    pool = load_model(f"openai:gem?base_url={a.url},{b.url}&max_retries=2", **FAST)
+    assert isinstance(pool, EndpointPool) and [e.url for e in pool.endpoints] == [a.url, b.url]
+    assert pool.max_retries == 2
+    done = run(pool, reqs(4))
+    assert {c.meta["endpoint"] for c in done} == {a.url, b.url}
+    one = load_model(f"openai:gem?base_url={a.url}", **FAST)
+    assert isinstance(one, OpenAIBackend)
+    with pytest.raises(UserError, match="empty URL"):
+        load_model(f"openai:gem?base_url={a.url},", **FAST)
+
+
+def test_a_pool_takes_every_option_of_one_endpoint():
+    """prefill and client reach each endpoint (the transfer stages' proposer arms are built with prefill=true):
+    the pool continues an open assistant turn as one endpoint does, and the cache tells the two apart."""
+    urls = [dead_url(), dead_url()]
+    pool = load_model(f"openai:gem?base_url={','.join(urls)}&prefill=true&client=aiohttp", cache=False)
+    assert isinstance(pool, EndpointPool) and pool.continues_assistant()
+    assert all(e.backend.prefill and e.backend.client == "aiohttp" for e in pool.endpoints)
+    plain = load_model("openai:gem", base_url=urls, cache=False)
+    assert not plain.continues_assistant() and plain.identity() != pool.identity()

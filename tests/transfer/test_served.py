@@ -114,3 +114,37 @@ def test_an_adapter_rewritten_after_the_server_started_is_not_taken_from_it(tmp_
             assert server_started(f"http://127.0.0.1:{srv.server_port}/v1") == started
         finally:
             srv.shutdown()
+
+
+def test_several_servers_serve_an_arm_only_where_every_one_serves_it_and_the_arm_spreads_over_them(
+        tmp_path: Path) -> None:
+    """A solver pool written into the spec (base_url=URL1,URL2): an adapter counts as served only where every
+    server serves it from the same folder, the start is the latest server's, and the arm's client is a pool over
+    the same servers."""
+    import asyncio
+    import time
+
+    from harnesslearn.models.pool import EndpointPool
+    from harnesslearn.transfer import stages
+    from harnesslearn.transfer.settings import TransferSettings
+
+    base, ret = tmp_path / "model", tmp_path / "ret"
+    for d in (base, ret / "sft_adapter", ret / "grpo" / "state" / "adapter"):
+        d.mkdir(parents=True)
+    now = time.time()
+    both = [{"id": "qwen", "root": str(base)}, {"id": "sft", "root": str(ret / "sft_adapter")}]
+    a = _server([*both, {"id": "rl", "root": str(ret / "grpo" / "state" / "adapter")}], now - 60)
+    b = _server(both, now - 30)  # the second server was not given the rl adapter
+    try:
+        urls = [f"http://127.0.0.1:{s.server_port}/v1" for s in (a, b)]
+        pooled = ",".join(urls)
+        assert served_models(pooled) == {"qwen": str(base), "sft": str(ret / "sft_adapter")}
+        assert server_started(pooled) == now - 30
+        s = TransferSettings(model=str(base), solver=f"openai:qwen?base_url={pooled}&prefill=true", work=str(tmp_path))
+        arms = asyncio.run(stages.proposers(s, None, ret, tmp_path, names=("base", "sft")))  # type: ignore[arg-type]
+        for arm in ("base", "sft"):
+            inner = getattr(arms[arm], "inner", arms[arm])
+            assert isinstance(inner, EndpointPool) and [e.url for e in inner.endpoints] == urls
+    finally:
+        a.shutdown()
+        b.shutdown()

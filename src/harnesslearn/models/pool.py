@@ -73,7 +73,7 @@ class EndpointPool(Backend):
 
     def __init__(self, name: str, *, base_urls: Sequence[str], base_url: str | None = None, endpoint: str = "auto",
                  timeout: float = 60.0, max_retries: int = 6, base_delay: float = 0.5, max_delay: float = 8.0,
-                 concurrency: int | None = None) -> None:
+                 prefill: bool = False, client: str = "openai", concurrency: int | None = None) -> None:
         urls = [str(u) for u in base_urls]
         if base_url is not None:
             raise UserError("give the base URLs of an endpoint pool as one list, not also as base_url= in the spec")
@@ -83,7 +83,8 @@ class EndpointPool(Backend):
         super().__init__(name, concurrency=per_endpoint * len(urls))
         self.endpoints = [
             Endpoint(OpenAIBackend(name, base_url=u, endpoint=endpoint, timeout=timeout, max_retries=0,
-                                   base_delay=base_delay, max_delay=max_delay, concurrency=per_endpoint))
+                                   base_delay=base_delay, max_delay=max_delay, prefill=prefill, client=client,
+                                   concurrency=per_endpoint))
             for u in urls
         ]
         self.endpoint, self.max_retries = endpoint, max_retries
@@ -91,11 +92,16 @@ class EndpointPool(Backend):
         self._picks = 0
 
     def identity(self) -> str:
-        return f"{self.spec}@{','.join(sorted({e.url for e in self.endpoints}))}#{self.endpoint}"
+        return (f"{self.spec}@{','.join(sorted({e.url for e in self.endpoints}))}#{self.endpoint}"
+                + ("+prefill" if self.endpoints[0].backend.prefill else ""))
 
     def chat_template(self) -> bool:
         """As for one endpoint: messages go to the servers' chat endpoint unless ``endpoint=completions``."""
         return self.endpoint != "completions"
+
+    def continues_assistant(self) -> bool:
+        """As for one endpoint (``prefill=true``: the servers continue an open assistant turn)."""
+        return self.endpoints[0].backend.continues_assistant()
 
     # ------------------------------------------------------------------ routing
     async def _pick(self) -> Endpoint:

@@ -88,7 +88,9 @@ def load_model(spec: str, *, base_url: str | Sequence[str] | None = None, cache:
     The cache file is ``default_cache_path()`` unless ``cache_path=`` is given.
     ``base_url`` applies to ``openai:`` only; a list of two or more URLs builds an endpoint pool
     (``models/pool.py``: least-outstanding-requests routing, failing endpoints drained and their
-    calls retried elsewhere). Other keywords are provider options.
+    calls retried elsewhere). The spec can carry the list itself, comma-separated
+    (``openai:qwen?base_url=http://h:8000/v1,http://h:8001/v1``): settings trees and shards pass
+    specs as strings. Other keywords are provider options.
     Raises UserError for a bad spec or option, MissingExtraError for a missing extra.
     """
     provider, name, opts = split_spec(spec)
@@ -98,6 +100,12 @@ def load_model(spec: str, *, base_url: str | Sequence[str] | None = None, cache:
     cache_path = kw.pop("cache_path", None)
     merged: dict[str, Any] = {**opts, **kw}
     programmatic = {"fn"} if provider == "python" else set()  # python: accepts fn=<callable>
+    if base_url is None and "," in str(opts.get("base_url", "")):  # a pool written into the spec
+        base_url = str(merged.pop("base_url"))
+    if isinstance(base_url, str) and "," in base_url:
+        base_url = [u.strip() for u in base_url.split(",")]
+        if not all(base_url):
+            raise UserError(f"bad model spec {spec!r}: an empty URL in base_url's comma-separated list")
     if base_url is not None:
         if "base_url" not in cls.OPTIONS:
             raise UserError(f"a base URL applies only to openai: models, not {provider}:")

@@ -1,4 +1,5 @@
-"""Proposers on a running solver server (the device's shared ``vllm serve``, ``solver: openai:NAME?base_url=URL``).
+"""Proposers on a running solver server (the device's shared ``vllm serve``, ``solver: openai:NAME?base_url=URL``;
+several servers of one model as ``base_url=URL1,URL2``, each serving the same adapters).
 
 A stage given such a solver can run its proposer arms on the same server when the server serves them: the base
 model under the solver's own name, and the SFT / RL adapters as LoRA modules named ``sft`` / ``rl`` (``vllm serve
@@ -36,27 +37,46 @@ def _get(url: str, timeout: float) -> str | None:
         return None
 
 
+def _urls(base_url: str) -> list[str]:
+    """The servers of a base URL: one, or several of one model written comma-separated (an endpoint pool)."""
+    return [u.strip() for u in base_url.split(",") if u.strip()]
+
+
 def served_models(base_url: str, timeout: float = 10.0) -> dict[str, str]:
-    """Served name -> the folder it was loaded from (``root``), from ``BASE_URL/models``; {} if unreachable."""
-    body = _get(base_url.rstrip("/") + "/models", timeout)
-    try:
-        data = json.loads(body) if body is not None else {}
-    except ValueError:
+    """Served name -> the folder it was loaded from (``root``), from ``BASE_URL/models``; {} if unreachable.
+    For several servers (``URL1,URL2``): what every one of them serves from the same folder."""
+    found: list[dict[str, str]] = []
+    for url in _urls(base_url):
+        body = _get(url.rstrip("/") + "/models", timeout)
+        try:
+            data = json.loads(body) if body is not None else {}
+        except ValueError:
+            return {}
+        found.append({str(m.get("id")): str(m.get("root") or "") for m in data.get("data", []) if isinstance(m, dict)})
+    if not found:
         return {}
-    return {str(m.get("id")): str(m.get("root") or "") for m in data.get("data", []) if isinstance(m, dict)}
+    return {k: v for k, v in found[0].items() if all(f.get(k) == v for f in found[1:])}
 
 
 def server_started(base_url: str, timeout: float = 10.0) -> float | None:
     """When the server's process started (epoch seconds: ``process_start_time_seconds`` of its ``/metrics``,
-    which vLLM's Prometheus endpoint exports on Linux), or None if it does not say."""
-    text = _get(base_url.rstrip("/").removesuffix("/v1") + "/metrics", timeout) or ""
-    for line in text.splitlines():
-        if line.startswith("process_start_time_seconds "):
-            try:
-                return float(line.split()[1])
-            except (IndexError, ValueError):
-                return None
-    return None
+    which vLLM's Prometheus endpoint exports on Linux), or None if it does not say. For several servers: the
+    last one's start (an adapter must be older than every server's start)."""
+    starts: list[float] = []
+    for url in _urls(base_url):
+        text = _get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout) or ""
+        t = None
+        for line in text.splitlines():
+            if line.startswith("process_start_time_seconds "):
+                try:
+                    t = float(line.split()[1])
+                except (IndexError, ValueError):
+                    t = None
+                break
+        if t is None:
+            return None
+        starts.append(t)
+    return max(starts) if starts else None
 
 
 def _same(a: str, b: str | Path) -> bool:
