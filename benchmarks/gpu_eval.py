@@ -58,6 +58,7 @@ from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.gpu import GpuSampler, PeriodicSampler, device_name
 from harnesslearn.harness import load_harness
 from harnesslearn.models import load_model
+from harnesslearn.models.common import split_spec
 from harnesslearn.runtime import SolverRuntime, served_limit
 from harnesslearn.sandbox import Budgets, ExecutorConfig
 from harnesslearn.tasks import load_task
@@ -263,30 +264,42 @@ def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
     cores = [pid for pid in engine if "EngineCore" in snap.cmd.get(snap.key(pid) or (pid, 0), "")]
     seconds = int(max(3.0, min(10.0, t_end - time.time() - 2)))
     tmp = Path(tempfile.mkdtemp(prefix="pyspy-"))
-    records = {pid: subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "100",
-                                      "--format", "raw", "--nonblocking", "--output", str(tmp / f"{pid}.txt")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-               for pid in cores}
+    records: dict[int, subprocess.Popen[str]] = {}
     out: list[dict[str, Any]] = []
-    for pid in [*trusted, *engine]:
-        try:
-            p = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
-                               timeout=max(5.0, min(30.0, t_end - time.time())))
-            text = p.stdout if p.returncode == 0 else f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
-        except (OSError, subprocess.TimeoutExpired) as e:
-            text = f"failed: {e}"
-        k = snap.key(pid)
-        out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "", "dump": "\n".join(text.splitlines()[:40])})
-    for pid, proc in records.items():
-        try:
-            _, err = proc.communicate(timeout=seconds + 20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            err = "timed out"
-        f = tmp / f"{pid}.txt"
-        rec = (collapsed_top(f.read_text()) if f.is_file() else {"error": f"exit {proc.returncode}: {(err or '')[-300:]}"})
-        out.append({"pid": pid, "cmd": snap.cmd.get(snap.key(pid) or (pid, 0), "")[:160], "record_s": seconds, **rec})
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        for pid in cores:  # stderr to a file: a chatty py-spy never blocks on a full pipe while the dumps run
+            with open(tmp / f"{pid}.err", "w") as err_file:
+                records[pid] = subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(seconds), "--rate",
+                                                 "100", "--format", "raw", "--nonblocking", "--output",
+                                                 str(tmp / f"{pid}.txt")],
+                                                stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+        for pid in [*trusted, *engine]:
+            try:
+                p = subprocess.run([exe, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
+                                   timeout=max(5.0, min(30.0, t_end - time.time())))
+                text = p.stdout if p.returncode == 0 else f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
+            except (OSError, subprocess.TimeoutExpired) as e:
+                text = f"failed: {e}"
+            k = snap.key(pid)
+            out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "",
+                        "dump": "\n".join(text.splitlines()[:40])})
+        for pid, proc in records.items():
+            try:
+                proc.wait(timeout=seconds + 20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            f = tmp / f"{pid}.txt"
+            err = (tmp / f"{pid}.err").read_text(errors="replace").strip()[-300:]
+            rec = collapsed_top(f.read_text()) if f.is_file() else {"error": f"exit {proc.returncode}: {err}"}
+            k = snap.key(pid)
+            out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "", "record_s": seconds, **rec})
+    finally:
+        for proc in records.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -381,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
         spec, engine = ENGINES[a.engine].format(model=a.model, log=f"{a.log_dir}/vllm-server.log"), a.engine
     else:
         p.error("give --engine and --model, or --solver")
-    if a.base_urls and not (a.solver and engine == "openai"):
+    if a.base_urls and not (a.solver and engine == "openai" and "base_url" not in split_spec(a.solver)[2]):
         p.error("--solver-base-url goes with an openai: --solver (no base_url= in it)")
     log(f"engine {engine}: {spec}")
     t0 = time.time()

@@ -230,6 +230,7 @@ def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
 
     from harnesslearn import zoo
 
+    zoo.nearest.cache_clear()  # computed here, not remembered from another test
     text = zoo.source("interpreter_loop").replace("ATTEMPTS = 3", "ATTEMPTS = 4") + "\n# a note\n"
     full = max(((n, difflib.SequenceMatcher(None, text, zoo.source(n), autojunk=False).ratio()) for n in zoo.ENTRIES),
                key=lambda x: x[1])
@@ -238,12 +239,14 @@ def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
     first, second = list(zoo.ENTRIES)[:2]
     twins = {first: "abc def", second: "abc def"}
     orig = zoo.source
+    zoo.nearest.cache_clear()  # nearest remembers its answers: the stand-ins' must not leak into other tests
     try:
         zoo.source = lambda name: twins.get(name, "zzzzzzzzzzzzzzzzzzzzzzzz")  # type: ignore[assignment]
         assert zoo.nearest("abc def") == (first, 1.0)
         assert zoo.nearest("abc xyz")[0] == first
     finally:
         zoo.source = orig  # type: ignore[assignment]
+        zoo.nearest.cache_clear()
 
 
 # ---------------------------------------------------------------------- the device's solver server
@@ -348,6 +351,14 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         assert len(run("urls").stdout.split()) == 6
         bad = run("start", "0.3", "graphs", HL_SOLVER_PORTS="80a0")
         assert bad.returncode == 2 and "port numbers" in bad.stderr
+        assert run("start", "0.3", "graphs", HL_SOLVER_PORTS=" ").returncode == 2
+        dead = free_port()  # a server listed that never answered (or died): no new start beside it, urls leave it out
+        with open(dev / "solver_ports", "a") as f:
+            f.write(f"{dead}\n")
+        late = run("start", "0.3", "graphs", HL_SOLVER_PORTS=str(free_port()))
+        assert late.returncode == 1 and f"port {dead} has not answered yet" in late.stderr
+        u = run("urls")
+        assert len(u.stdout.split()) == 6 and f"port {dead} does not answer" in u.stderr
     finally:
         subprocess.run(["pkill", "-f", "--", f"--directory {tmp_path}/www"], check=False)
         time.sleep(0.2)

@@ -172,3 +172,10 @@ def test_py_spy_dumps_an_engine_core_and_profiles_where_its_time_goes() -> None:
     dump, rec = (next(d for d in mine if "dump" in d), next(d for d in mine if "record_s" in d))
     assert "spin (<string>:" in dump["dump"]
     assert rec["samples"] > 50 and rec["self"][0][0].startswith("spin (<string>:") and rec["self"][0][1] > 0.9
+
+
+def test_gpu_eval_refuses_a_base_url_in_the_spec_beside_solver_base_url(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_eval.py"), "--solver", "openai:qwen?base_url=http://a:1/v1",
+           "--solver-base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "g.json")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "no base_url= in it" in p.stderr and "Traceback" not in p.stderr

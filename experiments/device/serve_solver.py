@@ -17,8 +17,8 @@
 With ``LORA``, the adapters are served by name beside the base model (``--enable-lora``): the eval and musique
 stages take their proposer arms from the server when it serves this run's adapters (``transfer/served.py``).
 
-Replicas (``HL_SOLVER_REPLICAS=k solver.sh start``): k of these servers on the one GPU, on ports 8000..8000+k-1,
-each with SHARE/k of its memory and its own engine-core process (stretch 9: one ``VLLM::EngineCore`` at a full core
+Several servers (``HL_SOLVER_PORTS="8001" solver.sh start SHARE MODE``): more of these on the one GPU, one per port,
+each with SHARE of its memory and its own engine-core process (stretch 9: one ``VLLM::EngineCore`` at a full core
 capped the decode loop with the GPU 21 % busy); clients spread their calls over them with the endpoint pool.
 
 If a ``graphs`` or ``compile`` server exits with an error, an eager one is started in its place, so a stretch

@@ -11,22 +11,30 @@
 #                              # and its own engine core, started one after the other (two vLLM engines profiling
 #                              # GPU memory at once misread it); logs /tmp/dev/solver-PORT.log
 #     experiments/device/solver.sh wait [SECONDS]  # until every server started answers (default 600 s); exit 1 if not
-#     experiments/device/solver.sh urls            # --solver-base-url URL for each server started (gpu_eval.py: the
-#                              # calls spread over them by harnesslearn's endpoint pool, spec openai:qwen)
+#     experiments/device/solver.sh urls            # --solver-base-url URL for each server started that answers
+#                              # (gpu_eval.py: the calls spread over them by harnesslearn's endpoint pool, spec
+#                              # openai:qwen); a start while an earlier server has not answered yet is refused
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
 D="${HL_DEV_DIR:-/tmp/dev}"  # the device's scratch folder (a test gives its own)
 PORTS_FILE="$D/solver_ports"
 answers() { python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$1/v1/models', timeout=3)" 2>/dev/null; }
+listed() { awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || true; }  # the ports started on this machine, in order
 case "${1:-}" in
   start)
-    ports="${HL_SOLVER_PORTS:-8000}"
+    ports=$(echo ${HL_SOLVER_PORTS:-8000})  # one space between ports
+    [ -n "$ports" ] || { echo "solver.sh: HL_SOLVER_PORTS names no port" >&2; exit 2; }
     for p in $ports; do
-      case "$p" in ''|*[!0-9]*) echo "solver.sh: HL_SOLVER_PORTS must be port numbers, got '$p'" >&2; exit 2 ;; esac
+      case "$p" in *[!0-9]*) echo "solver.sh: HL_SOLVER_PORTS must be port numbers, got '$p'" >&2; exit 2 ;; esac
     done
     mkdir -p "$D"
-    if [ ! -d "$D/solver-src" ] || ! answers 8000; then  # a running server keeps the copy it was started from
+    # servers already started: each must answer first (two vLLM engines profiling GPU memory at once misread it),
+    # and they keep the copy of the code they were started from
+    for p in $(listed); do
+      answers "$p" || { echo "solver.sh: the server on port $p has not answered yet: solver.sh wait first" >&2; exit 1; }
+    done
+    if [ ! -s "$PORTS_FILE" ]; then
       rm -rf "$D/solver-src" && cp -r src "$D/solver-src" && cp experiments/device/serve_solver.py "$D/serve_solver.py"
     fi
     for p in $ports; do echo "$p" >> "$PORTS_FILE"; done
@@ -39,28 +47,32 @@ case "${1:-}" in
       if [ $# -eq 1 ]; then exec python3 "$script" "$model" "$share" "$mode" ${lora:+"$lora"} --port "$1"; fi
       for p in "$@"; do
         python3 "$script" "$model" "$share" "$mode" ${lora:+"$lora"} --port "$p" > "$dir/solver-$p.log" 2>&1 &
-        pid=$!
+        pid=$! state=answers
         until python3 -c "import urllib.request as u; u.urlopen(\"http://127.0.0.1:$p/v1/models\", timeout=3)" \
             2>/dev/null; do
-          kill -0 $pid 2>/dev/null || { echo "solver on port $p exited (log $dir/solver-$p.log)"; break; }
+          kill -0 $pid 2>/dev/null || { state="exited (log $dir/solver-$p.log)"; break; }
           sleep 2
         done
-        echo "solver on port $p answers"
+        echo "solver on port $p $state"
       done
       wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" "${4:-}" "$ports" "$D") \
       > "$log" 2>&1 < /dev/null &  # every descriptor to the log: nothing holds the caller's output open
     echo "solver server(s) starting on port(s) $ports, mode ${3:-compile} (log $log)" ;;
   wait)
     end=$((SECONDS + ${2:-600}))
-    for p in $(awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || echo 8000); do
+    ports=$(listed); for p in ${ports:-8000}; do
       until answers "$p"; do
         [ $SECONDS -lt $end ] || { echo "solver on port $p did not answer"; tail -5 "$D"/solver*.log; exit 1; }
         sleep 3
       done
     done
     echo "solver server ready after ${SECONDS}s of waiting" ;;
-  urls)
-    for p in $(awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || echo 8000); do printf -- '--solver-base-url http://127.0.0.1:%s/v1 ' "$p"; done
+  urls)  # the servers started here that answer now (a dead one is left out, and said so on stderr)
+    ports=$(listed)
+    for p in ${ports:-8000}; do
+      if answers "$p"; then printf -- '--solver-base-url http://127.0.0.1:%s/v1 ' "$p"
+      else echo "solver.sh: the server on port $p does not answer; left out" >&2; fi
+    done
     echo ;;
   *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS] | urls" >&2
      exit 2 ;;

@@ -61,7 +61,7 @@ def served_models(base_url: str, timeout: float = 10.0) -> dict[str, str]:
 def server_started(base_url: str, timeout: float = 10.0) -> float | None:
     """When the server's process started (epoch seconds: ``process_start_time_seconds`` of its ``/metrics``,
     which vLLM's Prometheus endpoint exports on Linux), or None if it does not say. For several servers: the
-    last one's start (an adapter must be older than every server's start)."""
+    first one's start (an adapter must be older than every server's start: the earliest is the binding one)."""
     starts: list[float] = []
     for url in _urls(base_url):
         text = _get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout) or ""
@@ -76,7 +76,7 @@ def server_started(base_url: str, timeout: float = 10.0) -> float | None:
         if t is None:
             return None
         starts.append(t)
-    return max(starts) if starts else None
+    return min(starts) if starts else None
 
 
 def _same(a: str, b: str | Path) -> bool:
