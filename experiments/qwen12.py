@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--work", default="/tmp/q12w")
     r.add_argument("--from", dest="src", required=True)
     la = sub.add_parser("land", help="what a stretch brought back (the device tool's files_at) -> the committed state")
-    la.add_argument("--from", dest="src", required=True, help="the folder of returned files (WORKNAME.FILE)")
+    la.add_argument("--from", dest="src", required=True, action="append",
+                    help="the folder of returned files (WORKNAME.FILE); repeated where several calls brought back "
+                    "parts (a later folder's file replaces an earlier one's)")
     la.add_argument("--state", default="experiments/results/qwen/state", help="the committed ret folder, replaced")
     la.add_argument("--prefix", default="q12w.", help="the work folder's name as watch.sh prefixed the files")
     la.add_argument("--logs", default=None, help="where the raw logs go (the stretch's notes folder)")

@@ -321,6 +321,41 @@ def test_land_makes_a_returned_stretch_the_committed_state_and_refuses_a_stale_o
     assert p.stdout == "" and _snapshot(state) == before
 
 
+def test_land_takes_a_return_split_over_several_calls(tmp_path: Path) -> None:
+    """Two device calls brought back parts of one stretch (the job's state in the first, a benchmark row and the
+    kernel cache in the second): ``land`` takes both folders, a later folder's file replacing the same name in an
+    earlier one; the command line repeats --from. A folder that is not one is refused before anything is touched."""
+    first = _returned(tmp_path, "w", 6)
+    (first / "jitcache.tar").unlink()
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "jobs.log").write_text("later\n")
+    (second / "jitcache.tar").write_bytes(b"kernels 2")
+    (second / "gpu_eval.json").write_text(json.dumps([{"engine": "openai", "model": "m", "device": "H100",
+                                                       "label": "two", "tok": 9}]))
+    state = tmp_path / "repo" / "state"
+    state.parent.mkdir(parents=True)
+    _ret_at(tmp_path / "old", 3).rename(state)
+    before = _snapshot(state)
+    with pytest.raises(UserError, match="nowhere: not a folder of returned files"):
+        land([first, tmp_path / "nowhere"], state)
+    assert _snapshot(state) == before
+    bench = tmp_path / "bench.json"
+    bench.write_text("[]")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    script = Path(__file__).resolve().parents[2] / "experiments" / "qwen12.py"
+    p = subprocess.run([sys.executable, str(script), "land", "--from", str(first), "--from", str(second), "--state",
+                        str(state), "--logs", str(tmp_path / "notes"), "--keep", str(tmp_path / "keep"), "--bench",
+                        str(bench)], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["grpo_updates"] == {"before": 3, "after": 6}
+    assert _snapshot(state) == _snapshot(tmp_path / "w" / "ret")
+    assert (tmp_path / "notes" / "jobs.log").read_text() == "later\n"  # the later folder's
+    assert (tmp_path / "keep" / "jitcache.tar").read_bytes() == b"kernels 2"
+    assert [r["label"] for r in json.loads(bench.read_text())] == ["two"]
+    assert sorted(x.name for x in state.parent.iterdir()) == ["state"]
+
+
 def test_land_interrupted_in_its_swap_puts_the_old_state_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ctrl-C between the two renames of the swap: the committed state is put back; a left-over .before folder
     (a crash there) makes the next land refuse rather than delete it."""

@@ -15,8 +15,10 @@ import json
 import shutil
 import sys
 import tarfile
+import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,10 +196,13 @@ def _merged_bench(returned: Path, committed: Path) -> str:
     return json.dumps(out, indent=1) + "\n"
 
 
-def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs: str | Path | None = None,
-         keep: str | Path | None = None, bench: str | Path | None = None, force: bool = False) -> dict[str, Any]:
+def land(returned: str | Path | Sequence[str | Path], state: str | Path, *, prefix: str = "q12w.",
+         logs: str | Path | None = None, keep: str | Path | None = None, bench: str | Path | None = None,
+         force: bool = False) -> dict[str, Any]:
     """What a device stretch brought back (``returned``: the files of ``collect``, each named ``PREFIX+NAME``
-    as ``experiments/device/watch.sh`` packs them) -> ``state``, the committed ret folder, replaced whole
+    as ``experiments/device/watch.sh`` packs them; several folders when several calls brought back parts, a file
+    of a later folder taking the place of the same name in an earlier one) -> ``state``, the committed ret folder,
+    replaced whole
     (``log.txt`` left out; the SFT adapter, which is not committed, goes to ``keep`` if given). The raw logs
     (``jobs.log``, ``metrics.log``, ``solver_start.log``, ``gpu_eval.json``) are copied into ``logs`` and a
     ``jitcache.tar`` into ``keep``; a returned ``gpu_eval.json``'s rows go into ``bench``, the committed
@@ -206,10 +211,29 @@ def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs
     folder must not undo a stretch. Every check runs and every copy is made before the swap, which is two
     renames in the state's folder; if it is interrupted between them the old state is put back, and a left-over
     ``.NAME.before`` (a crash there) is refused rather than deleted."""
-    src, state = Path(returned), Path(state)
+    if not isinstance(returned, (str, Path)):
+        folders = [Path(r) for r in returned]
+        if len(folders) != 1:
+            for f in folders:
+                if not f.is_dir():
+                    raise UserError(f"{f}: not a folder of returned files")
+            with tempfile.TemporaryDirectory(prefix="land-") as view:
+                for f in folders:  # in order: a later folder's file replaces an earlier one's
+                    for p in sorted(f.iterdir()):
+                        if p.is_file():
+                            (Path(view) / p.name).unlink(missing_ok=True)
+                            (Path(view) / p.name).symlink_to(p.resolve())
+                return _land(Path(view), " + ".join(map(str, folders)), Path(state), prefix, logs, keep, bench, force)
+        returned = folders[0]
+    return _land(Path(returned), str(returned), Path(state), prefix, logs, keep, bench, force)
+
+
+def _land(src: Path, shown: str, state: Path, prefix: str, logs: str | Path | None, keep: str | Path | None,
+          bench: str | Path | None, force: bool) -> dict[str, Any]:
+    """``land`` from one folder (``shown``: how messages name what the user gave)."""
     picked = {p.name[len(prefix):]: p for p in sorted(src.glob(prefix + "*")) if p.is_file()} if src.is_dir() else {}
     if "results.tgz" not in picked:
-        raise UserError(f"{src}: no {prefix}results.tgz here (is it the folder a stretch's last watch brought back?)")
+        raise UserError(f"{shown}: no {prefix}results.tgz here (is it the folder a stretch's last watch brought back?)")
     before = state.parent / f".{state.name}.before"
     if before.exists():
         raise UserError(f"{before} exists: an earlier land was cut during its swap; put it back as {state} (or "
@@ -227,11 +251,11 @@ def land(returned: str | Path, state: str | Path, *, prefix: str = "q12w.", logs
             new, old = _updates(ret), _updates(state)
             why = _behind(ret, state, new, old)
         except (tarfile.TarError, gzip.BadGzipFile, EOFError, ValueError) as e:  # a part missing, a bad file
-            raise UserError(f"{src}: the returned files do not unpack ({type(e).__name__}: {e})") from e
+            raise UserError(f"{shown}: the returned files do not unpack ({type(e).__name__}: {e})") from e
         if not (ret / "status.json").is_file():
-            raise UserError(f"{src}: the returned results have no status.json")
+            raise UserError(f"{shown}: the returned results have no status.json")
         if why and not force:
-            raise UserError(f"{src}: {why}: not landed (--force lands it anyway)")
+            raise UserError(f"{shown}: {why}: not landed (--force lands it anyway)")
         bench_p = Path(bench) if bench is not None and (src / "gpu_eval.json").is_file() else None
         merged = _merged_bench(src / "gpu_eval.json", bench_p) if bench_p is not None else None
         copied = []
