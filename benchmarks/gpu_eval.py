@@ -325,6 +325,7 @@ class EngineSampler(PeriodicSampler):
         return bool(self.urls)
 
     def _run(self) -> None:
+        import http.client
         import re
         import urllib.request
 
@@ -334,7 +335,7 @@ class EngineSampler(PeriodicSampler):
             try:
                 texts = [urllib.request.urlopen(u, timeout=2).read().decode()  # noqa: S310 - our own servers
                          for u in self.urls]
-            except OSError:
+            except (OSError, http.client.HTTPException, UnicodeDecodeError):  # a cut answer too: not the thread's end
                 continue
             got = {k: sum(float(x) for t in texts for x in p.findall(t)) for k, p in pat.items()}
             self.samples.append((time.time(), got["running"], got["waiting"]))
