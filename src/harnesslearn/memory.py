@@ -276,8 +276,10 @@ def _read_only_queries(p: Path) -> tuple[str, ...]:
     """How to open ``p`` without writing: with no write-ahead log pending the file is all there is, so it is
     read as immutable (SQLite then creates no -wal/-shm beside it); with one, a plain read-only connection
     reads the log too (the immutable one stays the fallback for a read-only folder)."""
-    wal = p.with_name(p.name + "-wal")
-    pending = wal.is_file() and wal.stat().st_size > 0
+    try:  # one stat, no is_file() before it: a neighbour's last close removes the log between two calls
+        pending = p.with_name(p.name + "-wal").stat().st_size > 0
+    except FileNotFoundError:
+        pending = False
     return ("?mode=ro", "?mode=ro&immutable=1") if pending else ("?mode=ro&immutable=1",)
 
 
