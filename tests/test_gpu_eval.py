@@ -171,7 +171,9 @@ def test_py_spy_dumps_an_engine_core_and_profiles_where_its_time_goes() -> None:
     mine = [d for d in out if d.get("pid") == spin.pid]
     dump, rec = (next(d for d in mine if "dump" in d), next(d for d in mine if "record_s" in d))
     assert "spin (<string>:" in dump["dump"]
-    assert rec["samples"] > 50 and rec["self"][0][0].startswith("spin (<string>:") and rec["self"][0][1] > 0.9
+    # py-spy names a frame by its line: the loop's samples fall on its two lines ("while" and "pass")
+    in_spin = sum(share for frame, share in rec["self"] if frame.startswith("spin (<string>:"))
+    assert rec["samples"] > 50 and rec["self"][0][0].startswith("spin (<string>:") and in_spin > 0.9
 
 
 def test_gpu_eval_refuses_a_base_url_in_the_spec_beside_solver_base_url(tmp_path: Path) -> None:
