@@ -170,6 +170,9 @@ def test_py_spy_dumps_an_engine_core_and_profiles_where_its_time_goes() -> None:
         spin.wait()
     mine = [d for d in out if d.get("pid") == spin.pid]
     dump, rec = (next(d for d in mine if "dump" in d), next(d for d in mine if "record_s" in d))
+    if dump["dump"].startswith("exit ") and ("ermission" in dump["dump"] or "ptrace" in dump["dump"]):
+        import pytest
+        pytest.skip(f"py-spy may not attach to a process on this machine (no ptrace): {dump['dump'][:200]}")
     assert "spin (<string>:" in dump["dump"]
     # py-spy names a frame by its line: the loop's samples fall on its two lines ("while" and "pass")
     in_spin = sum(share for frame, share in rec["self"] if frame.startswith("spin (<string>:"))
