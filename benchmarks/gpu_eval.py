@@ -259,9 +259,13 @@ def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
     if exe is None:
         return [{"error": "py-spy is not installed (bundle D: experiments/device/pack.sh)"}]
     snap = procstat.snapshot()
+
+    def cmd_of(pid: int) -> str:
+        k = snap.key(pid)
+        return snap.cmd.get(k, "") if k else ""
     engine = [k[0] for k, cmd in snap.cmd.items()
               if k[0] not in trusted and any(n in cmd for n in ENGINE_CMD) and "py-spy" not in cmd]
-    cores = [pid for pid in engine if "EngineCore" in snap.cmd.get(snap.key(pid) or (pid, 0), "")]
+    cores = [pid for pid in engine if "EngineCore" in cmd_of(pid)]
     seconds = int(max(3.0, min(10.0, t_end - time.time() - 2)))
     tmp = Path(tempfile.mkdtemp(prefix="pyspy-"))
     records: dict[int, subprocess.Popen[str]] = {}
@@ -280,9 +284,7 @@ def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
                 text = p.stdout if p.returncode == 0 else f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
             except (OSError, subprocess.TimeoutExpired) as e:
                 text = f"failed: {e}"
-            k = snap.key(pid)
-            out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "",
-                        "dump": "\n".join(text.splitlines()[:40])})
+            out.append({"pid": pid, "cmd": cmd_of(pid)[:160], "dump": "\n".join(text.splitlines()[:40])})
         for pid, proc in records.items():
             try:
                 proc.wait(timeout=seconds + 20)
@@ -292,8 +294,7 @@ def py_spy(trusted: list[int], t_end: float) -> list[dict[str, Any]]:
             f = tmp / f"{pid}.txt"
             err = (tmp / f"{pid}.err").read_text(errors="replace").strip()[-300:]
             rec = collapsed_top(f.read_text()) if f.is_file() else {"error": f"exit {proc.returncode}: {err}"}
-            k = snap.key(pid)
-            out.append({"pid": pid, "cmd": snap.cmd.get(k, "")[:160] if k else "", "record_s": seconds, **rec})
+            out.append({"pid": pid, "cmd": cmd_of(pid)[:160], "record_s": seconds, **rec})
     finally:
         for proc in records.values():
             if proc.poll() is None:

@@ -40,6 +40,7 @@ case "${1:-}" in
     for p in $ports; do echo "$p" >> "$PORTS_FILE"; done
     # the arguments go to the detached shell as its own positional parameters, never pasted into its script
     log="$D/solver.log"; [ "$ports" = 8000 ] || log="$D/solver-$(echo $ports | tr ' ' '-').log"
+    export -f answers  # the detached shell below waits with the same probe
     (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" exec setsid nohup bash -c '
       script=$1 model=$2 share=$3 mode=$4 lora=$5 ports=$6 dir=$7
       while [ ! -f "$model/config.json" ]; do sleep 2; done
@@ -48,8 +49,7 @@ case "${1:-}" in
       for p in "$@"; do
         python3 "$script" "$model" "$share" "$mode" ${lora:+"$lora"} --port "$p" > "$dir/solver-$p.log" 2>&1 &
         pid=$! state=answers
-        until python3 -c "import urllib.request as u; u.urlopen(\"http://127.0.0.1:$p/v1/models\", timeout=3)" \
-            2>/dev/null; do
+        until answers "$p"; do
           kill -0 $pid 2>/dev/null || { state="exited (log $dir/solver-$p.log)"; break; }
           sleep 2
         done

@@ -41,6 +41,12 @@ from harnesslearn.models.common import Backend
 from harnesslearn.models.openai_compat import OpenAIBackend
 
 
+def split_urls(text: str) -> list[str]:
+    """The base URLs of ``base_url=URL1,URL2`` (an endpoint pool written into a spec), stripped; an empty item
+    stays empty, for the caller to refuse."""
+    return [u.strip() for u in text.split(",")]
+
+
 @dataclass
 class Endpoint:
     """One server of the pool and its routing state."""

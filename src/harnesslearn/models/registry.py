@@ -103,7 +103,9 @@ def load_model(spec: str, *, base_url: str | Sequence[str] | None = None, cache:
     if base_url is None and "," in str(opts.get("base_url", "")):  # a pool written into the spec
         base_url = str(merged.pop("base_url"))
     if isinstance(base_url, str) and "," in base_url:
-        base_url = [u.strip() for u in base_url.split(",")]
+        from harnesslearn.models.pool import split_urls
+
+        base_url = split_urls(base_url)
         if not all(base_url):
             raise UserError(f"bad model spec {spec!r}: an empty URL in base_url's comma-separated list")
     if base_url is not None:

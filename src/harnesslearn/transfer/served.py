@@ -39,7 +39,9 @@ def _get(url: str, timeout: float) -> str | None:
 
 def _urls(base_url: str) -> list[str]:
     """The servers of a base URL: one, or several of one model written comma-separated (an endpoint pool)."""
-    return [u.strip() for u in base_url.split(",") if u.strip()]
+    from harnesslearn.models.pool import split_urls
+
+    return [u for u in split_urls(base_url) if u]
 
 
 def served_models(base_url: str, timeout: float = 10.0) -> dict[str, str]:
