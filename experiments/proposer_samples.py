@@ -1,4 +1,4 @@
-"""K samples of trained proposers on one real proposer prompt, on the CPU: how many differ, how many are valid
+"""K samples of trained proposers on real proposer prompts, on the CPU: how many differ, how many are valid
 revisions of the minimal seed, and how near each is to a zoo harness (the transfer table's near-copy test).
 
 The prompt is a chat one with the assistant's SEARCH block started, as ``adapt`` sends it (default: the rg:gcd
@@ -8,6 +8,21 @@ model alone.
 
     .venv/bin/python experiments/proposer_samples.py --arm sft=.keep/sft_adapter_bf16 \
         --arm rl@18=experiments/results/qwen/state/grpo/state/adapter --k 4 --temperature 0.8 --out FILE.json
+
+With ``--families`` (``eval``: the transfer table's 21 unseen paper-eval families), each family's prompt is the one
+the eval stage sends (``transfer/stages.py``): the minimal seed run by the CPU solver (``--solver``) on the
+feedback split (n_feedback 4, seed 1234), rendered in the chat-prefill format with 3 traces; each arm then draws
+K candidates with the eval's seeds (``rounds.candidate_seed``), temperature and token limit, through
+``rounds.sample`` as ``adapt`` does. No candidate is scored (that is the GPU's work): the rows say what a proposer
+writes on families it never saw: valid, distinct, and near-copies of a zoo file (difflib ratio >= 0.8). One row
+per (arm, family) is appended to ``--rows`` as it finishes, so a cut run resumes; prompts are kept beside it
+(``ROWS.prompts.json``) so every arm reads the same ones. ``--compare`` judges the proposals of another run's
+eval rows (``eval_rows.jsonl``) the same way, for the summary:
+
+    .venv/bin/python experiments/proposer_samples.py --families eval \
+        --arm rl@66=experiments/results/qwen/state/grpo/state/adapter --arm base \
+        --rows experiments/results/qwen/heldout_cpu/rows.jsonl --minutes 100 \
+        --compare experiments/results/qwen/h200/eval_rows.jsonl --out experiments/results/qwen/heldout_cpu/summary.json
 """
 
 from __future__ import annotations
@@ -52,6 +67,131 @@ def judge(prefill: str, text: str) -> dict[str, Any]:
             "nearest_zoo": zoo.near(r.source) if r.valid and r.source is not None else None}
 
 
+COPY = 0.8  # the near-copy line of the transfer table (difflib ratio to the nearest zoo file)
+
+
+def spec_of(model: str, adapter: str) -> str:
+    return f"local:{model}" + (f"?adapter={adapter}" if adapter else "")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+async def eval_prompts(families: list[str], solver: str, seed: int, n_feedback: int, n_traces: int,
+                       cache: Path) -> dict[str, Any]:
+    """Each family's eval-stage prompt (chat messages), built once and kept in ``cache``."""
+    from harnesslearn.evaluation import evaluate
+    from harnesslearn.harness import load_harness
+    from harnesslearn.propose.formats import by_name
+    from harnesslearn.propose.prompt import PromptContext
+    from harnesslearn.propose.rounds import prompt_seed
+    from harnesslearn.runtime import SolverRuntime
+    from harnesslearn.sandbox import Budgets
+    from harnesslearn.tasks import load_task
+
+    prompts: dict[str, Any] = json.loads(cache.read_text()) if cache.is_file() else {}
+    todo = [f for f in families if f not in prompts]
+    if not todo:
+        return prompts
+    seed_h, fmt = load_harness("minimal"), by_name("chat-prefill")
+    async with SolverRuntime(solver, concurrency=2, warm=False) as rt:
+        for fam in todo:
+            t = time.perf_counter()
+            task = load_task(f"rg:{fam}")
+            fb = await evaluate(seed_h, task, "feedback", n_feedback, seed, rt.sandbox, Budgets(), progress=False)
+            prompts[fam] = {"messages": fmt.render(PromptContext(task, seed_h, fb, [], n_traces=n_traces,
+                                                                 rng_seed=prompt_seed(seed, 1))),
+                            "seed_feedback_J": fb.J, "s": round(time.perf_counter() - t, 1)}
+            cache.write_text(json.dumps(prompts, indent=1) + "\n")
+            print(f"prompt {fam}: seed feedback J {fb.J}, {prompts[fam]['s']} s", file=sys.stderr, flush=True)
+    return prompts
+
+
+async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int, temperature: float,
+                     max_tokens: int, seed: int) -> dict[str, Any]:
+    """K candidates of ``proposer`` for one family's prompt, as the eval stage draws them, judged unscored."""
+    from harnesslearn.harness import load_harness
+    from harnesslearn.propose.formats import by_name
+    from harnesslearn.propose.rounds import candidate_seed, sample
+
+    seed_src, fmt, t0 = load_harness("minimal").source, by_name("chat-prefill"), time.perf_counter()
+    out = []
+    for i in range(k):
+        t = time.perf_counter()
+        text, comp, _ = await sample(proposer, fmt, messages, temperature=temperature, max_tokens=max_tokens,
+                                     seed=candidate_seed(seed, 1, i), source=seed_src)
+        out.append({"text": text, "tokens": comp.completion_tokens, "prompt_tokens": comp.prompt_tokens,
+                    "s": round(time.perf_counter() - t, 1), **judge("", text)})
+        print(f"{label} {fam} {i}: {comp.completion_tokens} tokens, {out[-1]['s']} s, "
+              + (f"{out[-1]['nearest_zoo']['name']} {out[-1]['nearest_zoo']['ratio']:.2f}" if out[-1]["valid"]
+                 else f"invalid ({out[-1]['reason']})"), file=sys.stderr, flush=True)
+    return {"arm": label, "family": fam, "spec": proposer.spec, "k": k, "temperature": temperature,
+            "max_tokens": max_tokens, "seed": seed, "samples": out, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def compared_rows(path: Path) -> list[dict[str, Any]]:
+    """Another run's eval rows (``eval_rows.jsonl``) as rows of this script: each proposal text judged here
+    (the texts are whole proposals, SEARCH marker included)."""
+    rows = []
+    for r in read_rows(path):
+        if r.get("arm") == "zoo" or "proposal_texts" not in r:
+            continue
+        rows.append({"arm": f"{r['arm']} ({path.parent.name})", "family": r["family"],
+                     "samples": [{"text": t, **judge("", t)} for t in r["proposal_texts"]]})
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per arm: samples, valid, distinct valid, near-copies of a zoo file (and which), the families with at least
+    one valid revision that is not a near-copy."""
+    from collections import Counter
+
+    out: dict[str, Any] = {}
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = [r for r in rows if r["arm"] == arm]
+        valid = [(r["family"], s) for r in mine for s in r["samples"] if s["valid"]]
+        copies = [s["nearest_zoo"]["name"] for _, s in valid if s["nearest_zoo"]["ratio"] >= COPY]
+        out[arm] = {"families": len(mine), "samples": sum(len(r["samples"]) for r in mine), "valid": len(valid),
+                    "distinct_valid": sum(len({s["text"] for s in r["samples"] if s["valid"]}) for r in mine),
+                    "near_zoo_copies": len(copies), "copied": dict(Counter(copies).most_common()),
+                    "families_with_a_non_copy": len({f for f, s in valid if s["nearest_zoo"]["ratio"] < COPY})}
+    return out
+
+
+async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
+    from harnesslearn.models import load_model
+    from harnesslearn.tasks.families import family_set
+
+    families = family_set("paper-eval") if a.families == "eval" else a.families.split(",")
+    rows_path = Path(a.rows)
+    rows_path.parent.mkdir(parents=True, exist_ok=True)
+    prompts = await eval_prompts(families, a.solver, a.eval_seed, a.n_feedback, a.n_traces,
+                                 rows_path.with_suffix(".prompts.json"))
+    deadline = time.time() + a.minutes * 60
+    for arm in a.arm:
+        label, _, adapter = arm.partition("=")
+        todo = [f for f in families if (label, f) not in {(r["arm"], r["family"]) for r in read_rows(rows_path)}]
+        if not todo or time.time() > deadline:
+            continue
+        m = load_model(spec_of(a.model, adapter), cache=False)
+        try:
+            for fam in todo:
+                if time.time() > deadline:
+                    print(f"deadline: {label} stopped before {fam}", file=sys.stderr, flush=True)
+                    break
+                row = await family_row(m, label, fam, prompts[fam]["messages"], a.k, a.temperature, a.max_tokens,
+                                       a.eval_seed)
+                with rows_path.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+        finally:
+            await m.aclose()
+    rows = read_rows(rows_path) + [r for c in a.compare for r in compared_rows(Path(c))]
+    return {"model": a.model, "solver": a.solver, "families": families, "k": a.k, "temperature": a.temperature,
+            "max_tokens": a.max_tokens, "eval_seed": a.eval_seed, "n_feedback": a.n_feedback,
+            "copy_ratio": COPY, "rows": str(rows_path), "arms": summary(rows)}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arm", action="append", required=True, metavar="LABEL=DIR",
@@ -63,14 +203,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--max-tokens", type=int, default=768, help="the eval stage's proposer limit")
     p.add_argument("--seed", type=int, default=10007)
     p.add_argument("--out", default=None)
+    p.add_argument("--families", default=None, help="eval (the 21 paper-eval families) or a comma list: each "
+                   "family's eval-stage prompt instead of --prompt (see the module docstring)")
+    p.add_argument("--solver", default="local:qwen2.5-coder-1.5b-instruct", help="--families: runs the seed")
+    p.add_argument("--eval-seed", type=int, default=1234, help="--families: problems and candidate seeds")
+    p.add_argument("--n-feedback", type=int, default=4)
+    p.add_argument("--n-traces", type=int, default=3)
+    p.add_argument("--rows", default=None, help="--families: the rows file (JSONL, appended, resumable)")
+    p.add_argument("--minutes", type=float, default=600.0, help="--families: no new family after this")
+    p.add_argument("--compare", action="append", default=[], metavar="EVAL_ROWS",
+                   help="--families: another run's eval_rows.jsonl, judged the same way for the summary")
     a = p.parse_args(argv)
+    if a.families:
+        if not a.rows:
+            p.error("--families needs --rows FILE.jsonl")
+        res = asyncio.run(families_mode(a))
+        for arm, r in res["arms"].items():
+            print(f"{arm}: {r['families']} families, {r['valid']}/{r['samples']} valid ({r['distinct_valid']} "
+                  f"distinct), {r['near_zoo_copies']} near-copies of a zoo file {r['copied']}; families with a "
+                  f"valid non-copy: {r['families_with_a_non_copy']}")
+        if a.out:
+            Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+        return res
     messages = json.loads(Path(a.prompt).read_text())
     prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
     res: dict[str, Any] = {"model": a.model, "prompt": a.prompt, "k": a.k, "temperature": a.temperature,
                            "max_tokens": a.max_tokens, "arms": {}}
     for arm in a.arm:
         label, _, adapter = arm.partition("=")
-        spec = f"local:{a.model}" + (f"?adapter={adapter}" if adapter else "")
+        spec = spec_of(a.model, adapter)
         got = asyncio.run(samples(spec, messages, a.k, a.temperature, a.max_tokens, a.seed))
         judged = [{**s, **judge(prefill, s["text"])} for s in got]
         valid = [s for s in judged if s["valid"]]

@@ -542,3 +542,61 @@ def test_proposer_samples_judges_a_sample_as_the_proposal_it_completes() -> None
     assert good["nearest_zoo"]["ratio"] >= 0.8
     bad = ps.judge(prefill, "def solve(model, question):\n    return (\n>>>>>>> REPLACE\n")
     assert not bad["valid"] and bad["reason"] == "syntax_error" and bad["nearest_zoo"] is None
+
+
+def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resumes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """experiments/proposer_samples.py --families: the eval stage's prompt (the minimal seed run by the solver on the
+    feedback split, rendered chat-prefill) is built once per family; each arm's K candidates come through
+    ``rounds.sample`` with the eval's candidate seeds and are judged; a rerun resumes from the rows (no new draw);
+    ``--compare`` rows are judged the same way; the summary counts valid, near-copies and non-copy families."""
+    import proposer_samples as ps
+
+    import harnesslearn.models as models
+    from harnesslearn import zoo
+    from harnesslearn.models.base import Completion
+    from harnesslearn.propose.rounds import candidate_seed
+
+    (tmp_path / "models.py").write_text("def garbage(prompt, **kw):\n    return 'banana'\n")
+    seeds: list[int] = []
+    prompts: list[object] = []
+
+    head = "def solve(model, question):\n"
+
+    class Fake:
+        spec = "fake"
+
+        async def generate(self, req: object) -> Completion:
+            seeds.append(req.seed)  # type: ignore[attr-defined]
+            prompts.append(req.prompt)  # type: ignore[attr-defined]
+            loop = zoo.source("interpreter_loop")  # the prompt ends inside the new solve's def line
+            body = loop[loop.index(head) + len(head):] if len(seeds) % 2 else "    return (\n"
+            return Completion([body + ">>>>>>> REPLACE\n"], prompt_tokens=100, completion_tokens=50)
+
+        async def aclose(self) -> None:
+            pass
+
+    real = models.load_model
+    monkeypatch.setattr(models, "load_model",  # the proposer arms are faked, the solver (python:) is real
+                        lambda spec, **kw: Fake() if spec.startswith("local:") else real(spec, **kw))
+    other = tmp_path / "other" / "eval_rows.jsonl"
+    other.parent.mkdir()
+    other.write_text(json.dumps({"arm": "base", "family": "gcd", "proposal_texts": [
+        "<<<<<<< SEARCH\nno such text\n=======\nx\n>>>>>>> REPLACE\n"]}) + "\n"
+        + json.dumps({"arm": "zoo", "family": "gcd"}) + "\n")
+    args = ["--families", "gcd,basic_arithmetic", "--arm", "fake", "--k", "2", "--n-feedback", "2",
+            "--solver", f"python:{tmp_path / 'models.py'}:garbage", "--rows", str(tmp_path / "rows.jsonl"),
+            "--compare", str(other)]
+    res = ps.main(args)
+    assert seeds == [candidate_seed(1234, 1, 0), candidate_seed(1234, 1, 1)] * 2
+    assert prompts[0][-1]["role"] == "assistant" and "<<<<<<< SEARCH" in prompts[0][-1]["content"]  # type: ignore
+    assert "banana" in json.dumps(prompts[0])  # the seed's feedback traces are in the prompt
+    fake = res["arms"]["fake"]
+    assert (fake["families"], fake["samples"], fake["valid"], fake["near_zoo_copies"]) == (2, 4, 2, 2)
+    assert fake["copied"] == {"interpreter_loop": 2} and fake["families_with_a_non_copy"] == 0
+    assert res["arms"]["base (other)"]["valid"] == 0  # its SEARCH text is not in the seed
+    rows = ps.read_rows(tmp_path / "rows.jsonl")
+    assert [(r["arm"], r["family"]) for r in rows] == [("fake", "gcd"), ("fake", "basic_arithmetic")]
+    assert set(json.loads((tmp_path / "rows.prompts.json").read_text())) == {"gcd", "basic_arithmetic"}
+    ps.main(args)  # resumed: nothing drawn again
+    assert len(seeds) == 4 and len(ps.read_rows(tmp_path / "rows.jsonl")) == 2
