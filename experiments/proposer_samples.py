@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harnesslearn.zoo import NEAR_COPY
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -65,9 +67,6 @@ def judge(prefill: str, text: str) -> dict[str, Any]:
     r = apply_proposal(load_harness("minimal").source, prefill + text)
     return {"valid": r.valid, "reason": None if r.reason is None else str(r.reason.value),
             "nearest_zoo": zoo.near(r.source) if r.valid and r.source is not None else None}
-
-
-COPY = 0.8  # the near-copy line of the transfer table (difflib ratio to the nearest zoo file)
 
 
 def spec_of(model: str, adapter: str) -> str:
@@ -151,11 +150,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
         valid = [(r["family"], s) for r in mine for s in r["samples"] if s["valid"]]
-        copies = [s["nearest_zoo"]["name"] for _, s in valid if s["nearest_zoo"]["ratio"] >= COPY]
+        copies = [s["nearest_zoo"]["name"] for _, s in valid if s["nearest_zoo"]["ratio"] >= NEAR_COPY]
         out[arm] = {"families": len(mine), "samples": sum(len(r["samples"]) for r in mine), "valid": len(valid),
                     "distinct_valid": sum(len({s["text"] for s in r["samples"] if s["valid"]}) for r in mine),
                     "near_zoo_copies": len(copies), "copied": dict(Counter(copies).most_common()),
-                    "families_with_a_non_copy": len({f for f, s in valid if s["nearest_zoo"]["ratio"] < COPY})}
+                    "families_with_a_non_copy": len({f for f, s in valid if s["nearest_zoo"]["ratio"] < NEAR_COPY})}
     return out
 
 
@@ -189,7 +188,7 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
     rows = read_rows(rows_path) + [r for c in a.compare for r in compared_rows(Path(c))]
     return {"model": a.model, "solver": a.solver, "families": families, "k": a.k, "temperature": a.temperature,
             "max_tokens": a.max_tokens, "eval_seed": a.eval_seed, "n_feedback": a.n_feedback,
-            "copy_ratio": COPY, "rows": str(rows_path), "arms": summary(rows)}
+            "copy_ratio": NEAR_COPY, "rows": str(rows_path), "arms": summary(rows)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -238,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["arms"][label] = {
             "spec": spec, "distinct": len({s["text"] for s in judged}), "valid": len(valid),
             "distinct_valid": len({s["text"] for s in valid}),
-            "near_zoo_copies": sum(1 for s in valid if s["nearest_zoo"] and s["nearest_zoo"]["ratio"] >= 0.8),
+            "near_zoo_copies": sum(1 for s in valid if s["nearest_zoo"] and s["nearest_zoo"]["ratio"] >= NEAR_COPY),
             "samples": judged}
         r = res["arms"][label]
         print(f"{label}: {r['distinct']} distinct of {a.k}, {r['valid']} valid ({r['distinct_valid']} distinct), "
