@@ -22,7 +22,8 @@ eval rows (``eval_rows.jsonl``) the same way, for the summary:
     .venv/bin/python experiments/proposer_samples.py --families eval \
         --arm rl@66=experiments/results/qwen/state/grpo/state/adapter --arm base \
         --rows experiments/results/qwen/heldout_cpu/rows.jsonl --minutes 100 \
-        --compare experiments/results/qwen/h200/eval_rows.jsonl --out experiments/results/qwen/heldout_cpu/summary.json
+        --compare experiments/results/qwen/h200/eval_rows.jsonl --implied experiments/results/qwen/h200/eval_rows.jsonl \
+        --out experiments/results/qwen/heldout_cpu/summary.json
 """
 
 from __future__ import annotations
@@ -158,6 +159,41 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def implied(rows: list[dict[str, Any]], eval_rows: Path) -> dict[str, Any]:
+    """What each arm of ``rows`` would score where its valid samples are all near-copies of zoo files, read from the
+    zoo arm of another run (``eval_rows.jsonl``: each zoo file's score-split J per family, the seed's score and test
+    J, and the test J of the zoo file it picked): the copied file best by score J is adopted when it beats the seed's
+    score J (``adapt``'s strict rule), and its test J is known where it was that run's zoo pick. An inference from
+    another run's scores (its solver, its problems), not a measurement; a family with a valid non-copy, or none
+    valid, is left out (the seed is kept when nothing is valid, so that family's test J is the seed's)."""
+    import statistics
+
+    zoo_rows = {r["family"]: r for r in read_rows(eval_rows) if r.get("arm") == "zoo"}
+    out: dict[str, Any] = {}
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        fams = []
+        for r in (r for r in rows if r["arm"] == arm):
+            z, valid = zoo_rows.get(r["family"]), [s for s in r["samples"] if s["valid"]]
+            if z is None or not valid or any(s["nearest_zoo"]["ratio"] < NEAR_COPY for s in valid):
+                continue
+            js = {n: z["candidate_score_J"].get(n) for n in {s["nearest_zoo"]["name"] for s in valid}}
+            best = max(js, key=lambda n: -1.0 if js[n] is None else js[n])
+            adopted = js[best] is not None and js[best] > z["seed_score_J"]
+            test = z["test_J"] if adopted and z.get("picked") == best else None if adopted else z["seed_test_J"]
+            fams.append({"family": r["family"], "copied": best, "copy_score_J": js[best],
+                         "seed_score_J": z["seed_score_J"], "adopted": adopted, "test_J": test,
+                         "seed_test_J": z["seed_test_J"], "best_zoo_test_J": z["test_J"]})
+        known = [f for f in fams if f["test_J"] is not None]
+
+        def mean(key: str, fs: list[dict[str, Any]] = known) -> float | None:
+            return round(statistics.mean(f[key] for f in fs), 3) if fs else None
+
+        out[arm] = {"all_copy_families": len(fams), "adopted": sum(f["adopted"] for f in fams),
+                    "test_J_known": len(known), "mean_test_J": mean("test_J"), "mean_seed_test_J": mean("seed_test_J"),
+                    "mean_best_zoo_test_J": mean("best_zoo_test_J"), "families": fams}
+    return out
+
+
 async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
     from harnesslearn.models import load_model
     from harnesslearn.tasks.families import family_set
@@ -185,10 +221,12 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
                     f.write(json.dumps(row) + "\n")
         finally:
             await m.aclose()
-    rows = read_rows(rows_path) + [r for c in a.compare for r in compared_rows(Path(c))]
+    own = read_rows(rows_path)
+    rows = own + [r for c in a.compare for r in compared_rows(Path(c))]
     return {"model": a.model, "solver": a.solver, "families": families, "k": a.k, "temperature": a.temperature,
             "max_tokens": a.max_tokens, "eval_seed": a.eval_seed, "n_feedback": a.n_feedback,
-            "copy_ratio": NEAR_COPY, "rows": str(rows_path), "arms": summary(rows)}
+            "copy_ratio": NEAR_COPY, "rows": str(rows_path), "arms": summary(rows),
+            **({"implied": {"from": a.implied, **implied(own, Path(a.implied))}} if a.implied else {})}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -212,6 +250,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--minutes", type=float, default=600.0, help="--families: no new family after this")
     p.add_argument("--compare", action="append", default=[], metavar="EVAL_ROWS",
                    help="--families: another run's eval_rows.jsonl, judged the same way for the summary")
+    p.add_argument("--implied", default=None, metavar="EVAL_ROWS",
+                   help="--families: what each arm would score where it only copies zoo files, from the zoo rows "
+                   "of this eval_rows.jsonl (an inference, see implied())")
     a = p.parse_args(argv)
     if a.families:
         if not a.rows:
@@ -221,6 +262,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{arm}: {r['families']} families, {r['valid']}/{r['samples']} valid ({r['distinct_valid']} "
                   f"distinct), {r['near_zoo_copies']} near-copies of a zoo file {r['copied']}; families with a "
                   f"valid non-copy: {r['families_with_a_non_copy']}")
+        for arm, r in res.get("implied", {}).items():
+            if arm != "from":
+                print(f"{arm} implied: {r['all_copy_families']} families with only zoo copies, {r['adopted']} adopted; "
+                      f"test J known on {r['test_J_known']}: {r['mean_test_J']} (seed {r['mean_seed_test_J']}, "
+                      f"best zoo {r['mean_best_zoo_test_J']})")
         if a.out:
             Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
         return res

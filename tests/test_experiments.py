@@ -583,10 +583,11 @@ def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resum
     other.parent.mkdir()
     other.write_text(json.dumps({"arm": "base", "family": "gcd", "proposal_texts": [
         "<<<<<<< SEARCH\nno such text\n=======\nx\n>>>>>>> REPLACE\n"]}) + "\n"
-        + json.dumps({"arm": "zoo", "family": "gcd"}) + "\n")
+        + json.dumps({"arm": "zoo", "family": "gcd", "candidate_score_J": {"interpreter_loop": 0.5, "few_shot": 0.9},
+                      "seed_score_J": 0.2, "seed_test_J": 0.1, "picked": "interpreter_loop", "test_J": 0.6}) + "\n")
     args = ["--families", "gcd,basic_arithmetic", "--arm", "fake", "--k", "2", "--n-feedback", "2",
             "--solver", f"python:{tmp_path / 'models.py'}:garbage", "--rows", str(tmp_path / "rows.jsonl"),
-            "--compare", str(other)]
+            "--compare", str(other), "--implied", str(other)]
     res = ps.main(args)
     assert seeds == [candidate_seed(1234, 1, 0), candidate_seed(1234, 1, 1)] * 2
     assert prompts[0][-1]["role"] == "assistant" and "<<<<<<< SEARCH" in prompts[0][-1]["content"]  # type: ignore
@@ -595,8 +596,38 @@ def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resum
     assert (fake["families"], fake["samples"], fake["valid"], fake["near_zoo_copies"]) == (2, 4, 2, 2)
     assert fake["copied"] == {"interpreter_loop": 2} and fake["families_with_a_non_copy"] == 0
     assert res["arms"]["base (other)"]["valid"] == 0  # its SEARCH text is not in the seed
+    # gcd's only valid sample copies the loop, which beat the seed there (0.5 > 0.2) and was the zoo's pick: its
+    # test J is the other run's; basic_arithmetic has no zoo row there
+    imp = res["implied"]["fake"]
+    assert (imp["all_copy_families"], imp["adopted"], imp["test_J_known"], imp["mean_test_J"]) == (1, 1, 1, 0.6)
+    assert imp["families"][0]["copied"] == "interpreter_loop" and imp["mean_best_zoo_test_J"] == 0.6
     rows = ps.read_rows(tmp_path / "rows.jsonl")
     assert [(r["arm"], r["family"]) for r in rows] == [("fake", "gcd"), ("fake", "basic_arithmetic")]
     assert set(json.loads((tmp_path / "rows.prompts.json").read_text())) == {"gcd", "basic_arithmetic"}
     ps.main(args)  # resumed: nothing drawn again
     assert len(seeds) == 4 and len(ps.read_rows(tmp_path / "rows.jsonl")) == 2
+
+
+def test_proposer_samples_implied_follows_adapts_strict_rule_and_knows_only_the_zoo_picks_test_J(
+        tmp_path: Path) -> None:
+    """implied(): a copy that beats the seed's score J is adopted (its test J known only where it was the zoo pick),
+    a copy that only ties the seed is not (the seed's test J); a family with a valid non-copy is left out."""
+    import proposer_samples as ps
+
+    def sample(name: str, ratio: float, valid: bool = True) -> dict[str, object]:
+        return {"valid": valid, "nearest_zoo": {"name": name, "ratio": ratio} if valid else None}
+
+    zoo_rows = tmp_path / "eval_rows.jsonl"
+    zoo_rows.write_text("".join(json.dumps({"arm": "zoo", "family": f, "candidate_score_J": {"loop": lj, "cot": 0.4},
+                                            "seed_score_J": 0.3, "seed_test_J": 0.2, "picked": pick, "test_J": 0.7})
+                                + "\n" for f, lj, pick in (("a", 0.5, "loop"), ("b", 0.5, "cot"), ("c", 0.3, "loop"),
+                                                           ("d", 0.9, "loop"))))
+    rows = [{"arm": "x", "family": "a", "samples": [sample("loop", 0.9), sample("", 0, valid=False)]},
+            {"arm": "x", "family": "b", "samples": [sample("loop", 0.95)]},
+            {"arm": "x", "family": "c", "samples": [sample("loop", 0.85)]},
+            {"arm": "x", "family": "d", "samples": [sample("loop", 0.9), sample("loop", 0.5)]}]
+    got = ps.implied(rows, zoo_rows)["x"]
+    fams = {f["family"]: (f["adopted"], f["test_J"]) for f in got["families"]}
+    assert fams == {"a": (True, 0.7), "b": (True, None), "c": (False, 0.2)}  # d has a non-copy: left out
+    assert (got["all_copy_families"], got["adopted"], got["test_J_known"]) == (3, 2, 2)
+    assert got["mean_test_J"] == 0.45 and got["mean_seed_test_J"] == 0.2 and got["mean_best_zoo_test_J"] == 0.7
