@@ -154,3 +154,29 @@ def test_context_stream_realises_as_read_keeps_order_and_skips_refused() -> None
             next(never.rows())
     finally:
         loop.call_soon_threadsafe(loop.stop)
+
+
+def test_a_zoo_seed_harness_is_built_for_the_contexts_task_and_a_bad_one_fails_before_anything_runs(
+        env: dict) -> None:
+    """``grpo.seed_harnesses: [zoo:NAME]``: the context starts from that zoo harness made for its task (few_shot
+    with the task's own examples), so that writing it back is no change; a zoo name that does not exist, or a
+    QA-only one on a reasoning task, is a UserError from ``check_seed_harnesses`` before any context is built."""
+    from harnesslearn import zoo
+    from harnesslearn.errors import UserError
+    from harnesslearn.propose.edits import apply_proposal
+    from harnesslearn.training.contexts import check_seed_harnesses
+
+    loop, shots = _realise(env, [ContextPlan("c0", env["spec"], "zoo:interpreter_loop", 5, 0),
+                                 ContextPlan("c1", env["spec"], "zoo:few_shot", 5, 0)])
+    assert loop.harness.source == zoo.build("interpreter_loop", load_tasks([env["spec"]])[env["spec"]]).source
+    assert "Compute:" in shots.harness.source and "def solve" in loop.prompt
+    back = apply_proposal(loop.harness.source, f"<<<<<<< SEARCH\n{loop.harness.source}=======\n"
+                                               f"{zoo.source('interpreter_loop')}>>>>>>> REPLACE\n")
+    assert not back.valid and str(back.reason) == "no_change"  # the copy earns no harness
+    tasks = load_tasks([env["spec"]])
+    check_seed_harnesses(["minimal", "zoo:interpreter_loop", "style:helpers"], tasks)
+    qa_only = sorted(set(zoo.names()) - set(zoo.names(tasks[env["spec"]])))
+    assert qa_only  # the zoo has QA-only harnesses (search), which do not apply here
+    for bad in ["zoo:nope", f"zoo:{qa_only[0]}"]:
+        with pytest.raises(UserError):
+            check_seed_harnesses(["minimal", bad], tasks)

@@ -158,7 +158,9 @@ class GRPOSettings(Settings):
     max_prompt_chars: int | None = setting(None, None, "Drop contexts whose prompt is longer (None: keep all).", lo=1)
     beta: float = setting(0.0, None, "KL coefficient (0: no reference model).", lo=0.0, hi=100.0)
     seed_harnesses: tuple[str, ...] = setting(("minimal",), None, "Seed harnesses contexts start from (names, .py "
-                                              "paths, or style:NAME).")
+                                              "paths, style:NAME, or zoo:NAME built for each context's family: "
+                                              "writing that zoo harness back is then no change, so only a revision "
+                                              "beyond it pays).")
     multistep: bool = setting(False, None, "Multistep variant: contexts from revision sequences of the policy as it "
                               "is when the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = setting(2, None, "Multistep: a context's harness is the best after k in [0, this] "

@@ -72,9 +72,19 @@ def task_spec(family: str) -> str:
     return family if ":" in family else f"rg:{family}"
 
 
-def seed_harness(ref: str) -> Harness:
-    """A seed harness from a shipped name, ``style:NAME`` or a ``.py`` path (``harness.resolve_harness``)."""
-    return resolve_harness(ref)
+def seed_harness(ref: str, task: Any = None, seed: int = 0) -> Harness:
+    """A seed harness from a shipped name, ``style:NAME``, a ``.py`` path, or ``zoo:NAME`` built for the context's
+    ``task`` (``zoo.resolve_harness``): a context that starts from a zoo harness pays only for going beyond it,
+    since writing it back is no change."""
+    return resolve_harness(ref, task, seed)
+
+
+def check_seed_harnesses(refs: Sequence[str], tasks: dict[str, Any]) -> None:
+    """UserError, before anything runs, for a seed harness that names nothing or a zoo harness that does not apply
+    to one of the training tasks (contexts are realised in the background, where the mistake would surface late)."""
+    for ref in refs:
+        for task in tasks.values():
+            seed_harness(ref, task)
 
 
 def plan_contexts(
@@ -143,7 +153,7 @@ class Builder:
             return await revise(parent, prompt, self.fmt, self.proposer, self.candidates, score=score, seed=plan.seed,
                                 round=r, temperature=self.temperature, max_tokens=self.max_tokens, concurrent=False)
 
-        harness, parent_J = seed_harness(plan.seed_harness), None
+        harness, parent_J = seed_harness(plan.seed_harness, task, plan.seed), None
         history: list[Any] = []
         if plan.rounds:
             if self.proposer is None:

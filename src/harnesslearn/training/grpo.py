@@ -49,6 +49,7 @@ from harnesslearn.training.config import GRPOTrainConfig
 from harnesslearn.training.contexts import (
     Builder,
     ContextStream,
+    check_seed_harnesses,
     load_tasks,
     plan_contexts,
     task_spec,
@@ -236,6 +237,7 @@ def context_stream(cfg: GRPOTrainConfig, runner: LoopThread, executor: HarnessEx
     runner's loop (multistep: each when read, since its rounds run the policy being trained); those
     longer than ``grpo.max_prompt_chars`` are skipped."""
     g, p = cfg.grpo, cfg.proposer
+    check_seed_harnesses(g.seed_harnesses, tasks)
     epoch = plan_contexts(cfg.families, g.seed_harnesses, g.contexts_per_epoch, seed=cfg.seed,
                           multistep_max_rounds=g.multistep_max_rounds if g.multistep else 0)
     builder = Builder(executor, cfg.splits.n_feedback, cfg.splits.n_score, training_format(cfg), p.n_traces, p.style,
