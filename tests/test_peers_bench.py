@@ -209,6 +209,43 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         server.stop()
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+def test_the_driver_runs_its_evaluations_through_trusted_shards_and_refuses_another_executor(tmp_path: Path) -> None:
+    """--executor shards:2 (issue 31's engine setting): the harness runs go through two trusted processes, each
+    calling the given server itself, and every system's runs and counts are what local gives; --executor ray is
+    refused in one line before anything starts."""
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fault_proxy import FakeOpenAIServer
+
+    run_py = str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "run.py")
+    env = {**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"}
+    server = FakeOpenAIServer().start()
+    try:
+        got = {}
+        for executor in ("local", "shards:2"):
+            out = tmp_path / executor.replace(":", "")
+            p = subprocess.run(
+                [sys.executable, run_py, "--server", server.url, "--served-name", "base", "--executor", executor,
+                 "--concurrency", "4", "--systems", "hl-sequential,zoo", "--tasks", "rg:gcd", "--proposer-calls", "1",
+                 "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve", "--out", str(out)],
+                capture_output=True, text=True, timeout=600, env=env)
+            assert p.returncode == 0, p.stderr[-3000:]
+            data = json.loads((out / "results.json").read_text())
+            assert data["meta"]["executor"] == executor
+            got[executor] = {r["system"]: (r["ledger"]["evaluations"], r["ledger"]["proposer_calls"],
+                                           r["returned_nearest_zoo"]["name"]) for r in data["runs"]}
+        assert got["shards:2"] == got["local"] and got["local"]["zoo"][0] == 5
+    finally:
+        server.stop()
+    bad = subprocess.run([sys.executable, run_py, "--server", "http://127.0.0.1:9/v1", "--executor", "ray",
+                          "--out", str(tmp_path / "bad")], capture_output=True, text=True, timeout=120, env=env)
+    assert bad.returncode == 2 and "--executor must be local or shards:K" in bad.stderr
+    assert "Traceback" not in bad.stderr and not (tmp_path / "bad").exists()
+
+
 def test_peers_install_offline_from_a_folder_of_wheels(tmp_path: Path) -> None:
     """--peer-wheels: on a machine without the internet a peer is installed from a folder of wheels with
     ``pip --target`` (no index), run by this interpreter with that folder on its path, and not again."""
