@@ -163,3 +163,43 @@ def test_a_reward_says_where_its_time_went(env) -> None:
     assert "ok" not in raises.statuses
     assert 0 < compute.slowest_run_s <= compute.seconds
     assert unparsed.seconds == 0.0 and unparsed.solver_calls == 0 and unparsed.statuses is None
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"), reason="shards:K runs on a local Ray instance")
+def test_grpo_rewards_through_trusted_shards_equal_the_local_executors(env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GRPO's runtime opened on its reward thread (``grpo._open_runtime``) with ``runtime.executor: shards:2`` and
+    a served solver (issue 31's engine setting, which the device recipe passes): every shard calls the server
+    itself, and the batch's rewards are the ones the local executor gives."""
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from harnesslearn.settings.groups import RuntimeSettings
+    from harnesslearn.training.grpo import LoopThread, _open_runtime
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fault_proxy import FakeOpenAIServer
+
+    task, _ = env
+    monkeypatch.setenv("HARNESSLEARN_CACHE", "0")  # every call reaches the server (the shards inherit this)
+    server = FakeOpenAIServer().start()
+    try:
+        got = {}
+        for executor in ("local", "shards:2"):
+            cfg = SimpleNamespace(solver=f"openai:fake?base_url={server.url}", solver_base_url=None,
+                                  runtime=RuntimeSettings(executor=executor, concurrency=4))
+            runner = LoopThread()
+            rt = _open_runtime(cfg, runner)  # type: ignore[arg-type]
+            try:
+                before = len(server.requests)
+                parent = load_harness("minimal")
+                res = runner.run(harness_rewards([RewardRequest(parent, c, task, 0) for c in (COMPUTE, HALF, "x")],
+                                                 rt.executor, n=4))
+                got[executor] = ([r.reward for r in res], len(server.requests) - before)
+            finally:
+                runner.run(rt.aclose())
+                runner.close()
+        assert got["shards:2"] == got["local"] and got["local"][1] == 8  # 4 problems x the 2 valid ones
+        assert got["local"][0][0] == pytest.approx(1.0 + 0.05 + 0.10 + 0.15) and got["local"][0][2] == 0.0
+    finally:
+        server.stop()
