@@ -23,7 +23,7 @@ eval rows (``eval_rows.jsonl``) the same way, for the summary:
         --arm rl@66=experiments/results/qwen/state/grpo/state/adapter --arm base \
         --rows experiments/results/qwen/heldout_cpu/rows.jsonl --minutes 100 \
         --compare experiments/results/qwen/h200/eval_rows.jsonl --implied experiments/results/qwen/h200/eval_rows.jsonl \
-        --out experiments/results/qwen/heldout_cpu/summary.json
+        --out experiments/results/qwen/heldout_cpu/summary.json --plot experiments/results/qwen/heldout_cpu/copies.png
 """
 
 from __future__ import annotations
@@ -194,6 +194,48 @@ def implied(rows: list[dict[str, Any]], eval_rows: Path) -> dict[str, Any]:
     return out
 
 
+def plot(res: dict[str, Any], path: Path) -> None:
+    """Left: per arm, the valid samples that are near-copies of a zoo file and those that are not. Right, where
+    ``implied`` was asked: per family, the seed's test J, the implied test J of the first arm, and the best zoo
+    harness's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = res["arms"]
+    imp = {k: v for k, v in res.get("implied", {}).items() if k != "from"}
+    first = next((k for k, v in imp.items() if v["families"]), None)
+    fig, axes = plt.subplots(1, 2 if first else 1, figsize=(13 if first else 6, 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": [1, 2.2] if first else [1]})
+    ax = axes[0][0]
+    names = list(arms)
+    copies = [arms[n]["near_zoo_copies"] for n in names]
+    ax.bar(names, copies, label=f"near-copy of a zoo file (ratio >= {NEAR_COPY})", color="tab:red")
+    ax.bar(names, [arms[n]["valid"] - c for n, c in zip(names, copies, strict=True)], bottom=copies,
+           label="valid, not a copy", color="tab:blue")
+    ax.set_ylabel("valid samples (of K x families)")
+    ax.set_title("what each proposer writes on the unseen families", fontsize=9)
+    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    ax.legend(fontsize=7)
+    if first:
+        fams = [f for f in imp[first]["families"] if f["test_J"] is not None]
+        x = range(len(fams))
+        ax = axes[0][1]
+        for off, key, label in ((-0.27, "seed_test_J", "seed (minimal)"), (0.0, "test_J", f"{first}, implied"),
+                                (0.27, "best_zoo_test_J", "best zoo harness")):
+            ax.bar([i + off for i in x], [f[key] for f in fams], width=0.27, label=label)
+        ax.set_xticks(list(x), [f["family"] for f in fams], rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("test J (the other run's scores)")
+        ax.set_title(f"{first}: its copies scored as the zoo file it copies (an inference, not a run)", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{res['model']} (a small model), {len(res['families'])} unseen families, K={res['k']} samples "
+                 f"each at temperature {res['temperature']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
     from harnesslearn.models import load_model
     from harnesslearn.tasks.families import family_set
@@ -253,6 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--implied", default=None, metavar="EVAL_ROWS",
                    help="--families: what each arm would score where it only copies zoo files, from the zoo rows "
                    "of this eval_rows.jsonl (an inference, see implied())")
+    p.add_argument("--plot", default=None, metavar="PNG", help="--families: the summary as a figure")
     a = p.parse_args(argv)
     if a.families:
         if not a.rows:
@@ -269,6 +312,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       f"best zoo {r['mean_best_zoo_test_J']})")
         if a.out:
             Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+        if a.plot:
+            plot(res, Path(a.plot))
         return res
     messages = json.loads(Path(a.prompt).read_text())
     prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""

@@ -587,7 +587,7 @@ def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resum
                       "seed_score_J": 0.2, "seed_test_J": 0.1, "picked": "interpreter_loop", "test_J": 0.6}) + "\n")
     args = ["--families", "gcd,basic_arithmetic", "--arm", "fake", "--k", "2", "--n-feedback", "2",
             "--solver", f"python:{tmp_path / 'models.py'}:garbage", "--rows", str(tmp_path / "rows.jsonl"),
-            "--compare", str(other), "--implied", str(other)]
+            "--compare", str(other), "--implied", str(other), "--plot", str(tmp_path / "copies.png")]
     res = ps.main(args)
     assert seeds == [candidate_seed(1234, 1, 0), candidate_seed(1234, 1, 1)] * 2
     assert prompts[0][-1]["role"] == "assistant" and "<<<<<<< SEARCH" in prompts[0][-1]["content"]  # type: ignore
@@ -601,6 +601,7 @@ def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resum
     imp = res["implied"]["fake"]
     assert (imp["all_copy_families"], imp["adopted"], imp["test_J_known"], imp["mean_test_J"]) == (1, 1, 1, 0.6)
     assert imp["families"][0]["copied"] == "interpreter_loop" and imp["mean_best_zoo_test_J"] == 0.6
+    assert (tmp_path / "copies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = ps.read_rows(tmp_path / "rows.jsonl")
     assert [(r["arm"], r["family"]) for r in rows] == [("fake", "gcd"), ("fake", "basic_arithmetic")]
     assert set(json.loads((tmp_path / "rows.prompts.json").read_text())) == {"gcd", "basic_arithmetic"}
