@@ -16,8 +16,10 @@ K candidates with the eval's seeds (``rounds.candidate_seed``), temperature and 
 ``rounds.sample`` as ``adapt`` does. No candidate is scored (that is the GPU's work): the rows say what a proposer
 writes on families it never saw: valid, distinct, and near-copies of a zoo file (difflib ratio >= 0.8). One row
 per (arm, family) is appended to ``--rows`` as it finishes, so a cut run resumes; prompts are kept beside it
-(``ROWS.prompts.json``) so every arm reads the same ones. ``--compare`` judges the proposals of another run's
-eval rows (``eval_rows.jsonl``) the same way, for the summary:
+(``ROWS.prompts.json``) so every arm reads the same ones. ``--seed-harness zoo:NAME`` revises that zoo harness,
+built for each family, instead of the minimal seed, as a GRPO context seeded with it would (``--families train``:
+the 5 paper-train families). ``--compare`` judges the proposals of another run's eval rows (``eval_rows.jsonl``)
+the same way, for the summary:
 
     .venv/bin/python experiments/proposer_samples.py --families eval \
         --arm rl@66=experiments/results/qwen/state/grpo/state/adapter --arm base \
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.zoo import NEAR_COPY
+from harnesslearn.zoo import NEAR_COPY, resolve_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,13 +61,14 @@ async def samples(spec: str, messages: list[dict[str, str]], k: int, temperature
     return out
 
 
-def judge(prefill: str, text: str) -> dict[str, Any]:
-    """The sample as a proposal (the prompt's started assistant turn + the sample) on the minimal seed."""
+def judge(prefill: str, text: str, parent: str | None = None) -> dict[str, Any]:
+    """The sample as a proposal (the prompt's started assistant turn + the sample) on ``parent`` (default: the
+    minimal seed)."""
     from harnesslearn import zoo
     from harnesslearn.harness import load_harness
     from harnesslearn.propose.edits import apply_proposal
 
-    r = apply_proposal(load_harness("minimal").source, prefill + text)
+    r = apply_proposal(parent if parent is not None else load_harness("minimal").source, prefill + text)
     return {"valid": r.valid, "reason": None if r.reason is None else str(r.reason.value),
             "nearest_zoo": zoo.near(r.source) if r.valid and r.source is not None else None}
 
@@ -79,10 +82,10 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 async def eval_prompts(families: list[str], solver: str, seed: int, n_feedback: int, n_traces: int,
-                       cache: Path) -> dict[str, Any]:
-    """Each family's eval-stage prompt (chat messages), built once and kept in ``cache``."""
+                       cache: Path, seed_harness: str = "minimal") -> dict[str, Any]:
+    """Each family's eval-stage prompt (chat messages) for revising ``seed_harness`` (``zoo:NAME``: built for the
+    family, as a GRPO context seeded with it is), built once and kept in ``cache`` with the harness's source."""
     from harnesslearn.evaluation import evaluate
-    from harnesslearn.harness import load_harness
     from harnesslearn.propose.formats import by_name
     from harnesslearn.propose.prompt import PromptContext
     from harnesslearn.propose.rounds import prompt_seed
@@ -94,14 +97,16 @@ async def eval_prompts(families: list[str], solver: str, seed: int, n_feedback: 
     todo = [f for f in families if f not in prompts]
     if not todo:
         return prompts
-    seed_h, fmt = load_harness("minimal"), by_name("chat-prefill")
+    fmt = by_name("chat-prefill")
     async with SolverRuntime(solver, concurrency=2, warm=False) as rt:
         for fam in todo:
             t = time.perf_counter()
             task = load_task(f"rg:{fam}")
+            seed_h = resolve_harness(seed_harness, task, seed)
             fb = await evaluate(seed_h, task, "feedback", n_feedback, seed, rt.sandbox, Budgets(), progress=False)
             prompts[fam] = {"messages": fmt.render(PromptContext(task, seed_h, fb, [], n_traces=n_traces,
                                                                  rng_seed=prompt_seed(seed, 1))),
+                            "seed_harness": seed_harness, "parent_source": seed_h.source,
                             "seed_feedback_J": fb.J, "s": round(time.perf_counter() - t, 1)}
             cache.write_text(json.dumps(prompts, indent=1) + "\n")
             print(f"prompt {fam}: seed feedback J {fb.J}, {prompts[fam]['s']} s", file=sys.stderr, flush=True)
@@ -109,20 +114,22 @@ async def eval_prompts(families: list[str], solver: str, seed: int, n_feedback: 
 
 
 async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int, temperature: float,
-                     max_tokens: int, seed: int) -> dict[str, Any]:
-    """K candidates of ``proposer`` for one family's prompt, as the eval stage draws them, judged unscored."""
+                     max_tokens: int, seed: int, parent: str | None = None) -> dict[str, Any]:
+    """K candidates of ``proposer`` for one family's prompt, as the eval stage draws them, judged unscored, as
+    revisions of ``parent`` (default: the minimal seed)."""
     from harnesslearn.harness import load_harness
     from harnesslearn.propose.formats import by_name
     from harnesslearn.propose.rounds import candidate_seed, sample
 
-    seed_src, fmt, t0 = load_harness("minimal").source, by_name("chat-prefill"), time.perf_counter()
+    seed_src = parent if parent is not None else load_harness("minimal").source
+    fmt, t0 = by_name("chat-prefill"), time.perf_counter()
     out = []
     for i in range(k):
         t = time.perf_counter()
         text, comp, _ = await sample(proposer, fmt, messages, temperature=temperature, max_tokens=max_tokens,
                                      seed=candidate_seed(seed, 1, i), source=seed_src)
         out.append({"text": text, "tokens": comp.completion_tokens, "prompt_tokens": comp.prompt_tokens,
-                    "s": round(time.perf_counter() - t, 1), **judge("", text)})
+                    "s": round(time.perf_counter() - t, 1), **judge("", text, seed_src)})
         print(f"{label} {fam} {i}: {comp.completion_tokens} tokens, {out[-1]['s']} s, "
               + (f"{out[-1]['nearest_zoo']['name']} {out[-1]['nearest_zoo']['ratio']:.2f}" if out[-1]["valid"]
                  else f"invalid ({out[-1]['reason']})"), file=sys.stderr, flush=True)
@@ -154,6 +161,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         copies = [s["nearest_zoo"]["name"] for _, s in valid if s["nearest_zoo"]["ratio"] >= NEAR_COPY]
         out[arm] = {"families": len(mine), "samples": sum(len(r["samples"]) for r in mine), "valid": len(valid),
                     "distinct_valid": sum(len({s["text"] for s in r["samples"] if s["valid"]}) for r in mine),
+                    "invalid": dict(Counter(s["reason"] for r in mine for s in r["samples"] if not s["valid"])),
                     "near_zoo_copies": len(copies), "copied": dict(Counter(copies).most_common()),
                     "families_with_a_non_copy": len({f for f, s in valid if s["nearest_zoo"]["ratio"] < NEAR_COPY})}
     return out
@@ -240,11 +248,15 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
     from harnesslearn.models import load_model
     from harnesslearn.tasks.families import family_set
 
-    families = family_set("paper-eval") if a.families == "eval" else a.families.split(",")
+    named = {"eval": "paper-eval", "train": "paper-train"}
+    families = family_set(named[a.families]) if a.families in named else a.families.split(",")
     rows_path = Path(a.rows)
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     prompts = await eval_prompts(families, a.solver, a.eval_seed, a.n_feedback, a.n_traces,
-                                 rows_path.with_suffix(".prompts.json"))
+                                 rows_path.with_suffix(".prompts.json"), a.seed_harness)
+    if any(p.get("seed_harness", "minimal") != a.seed_harness for p in prompts.values()):
+        raise SystemExit(f"{rows_path.with_suffix('.prompts.json')}: its prompts revise another seed harness "
+                         f"than {a.seed_harness}: give another --rows")
     deadline = time.time() + a.minutes * 60
     for arm in a.arm:
         label, _, adapter = arm.partition("=")
@@ -258,7 +270,7 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
                     print(f"deadline: {label} stopped before {fam}", file=sys.stderr, flush=True)
                     break
                 row = await family_row(m, label, fam, prompts[fam]["messages"], a.k, a.temperature, a.max_tokens,
-                                       a.eval_seed)
+                                       a.eval_seed, prompts[fam].get("parent_source"))
                 with rows_path.open("a") as f:
                     f.write(json.dumps(row) + "\n")
         finally:
@@ -267,7 +279,7 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
     rows = own + [r for c in a.compare for r in compared_rows(Path(c))]
     return {"model": a.model, "solver": a.solver, "families": families, "k": a.k, "temperature": a.temperature,
             "max_tokens": a.max_tokens, "eval_seed": a.eval_seed, "n_feedback": a.n_feedback,
-            "copy_ratio": NEAR_COPY, "rows": str(rows_path), "arms": summary(rows),
+            "seed_harness": a.seed_harness, "copy_ratio": NEAR_COPY, "rows": str(rows_path), "arms": summary(rows),
             **({"implied": {"from": a.implied, **implied(own, Path(a.implied))}} if a.implied else {})}
 
 
@@ -282,7 +294,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--max-tokens", type=int, default=768, help="the eval stage's proposer limit")
     p.add_argument("--seed", type=int, default=10007)
     p.add_argument("--out", default=None)
-    p.add_argument("--families", default=None, help="eval (the 21 paper-eval families) or a comma list: each "
+    p.add_argument("--families", default=None, help="eval (the 21 paper-eval families), train (the 5 paper-train "
+                   "ones) or a comma list: each "
                    "family's eval-stage prompt instead of --prompt (see the module docstring)")
     p.add_argument("--solver", default="local:qwen2.5-coder-1.5b-instruct", help="--families: runs the seed")
     p.add_argument("--eval-seed", type=int, default=1234, help="--families: problems and candidate seeds")
@@ -295,6 +308,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--implied", default=None, metavar="EVAL_ROWS",
                    help="--families: what each arm would score where it only copies zoo files, from the zoo rows "
                    "of this eval_rows.jsonl (an inference, see implied())")
+    p.add_argument("--seed-harness", default="minimal", help="--families: the harness revised (zoo:NAME is built "
+                   "for each family, as grpo.seed_harnesses does)")
     p.add_argument("--plot", default=None, metavar="PNG", help="--families: the summary as a figure")
     a = p.parse_args(argv)
     if a.families:
@@ -303,7 +318,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res = asyncio.run(families_mode(a))
         for arm, r in res["arms"].items():
             print(f"{arm}: {r['families']} families, {r['valid']}/{r['samples']} valid ({r['distinct_valid']} "
-                  f"distinct), {r['near_zoo_copies']} near-copies of a zoo file {r['copied']}; families with a "
+                  f"distinct), invalid {r['invalid']}, {r['near_zoo_copies']} near-copies of a zoo file "
+                  f"{r['copied']}; families with a "
                   f"valid non-copy: {r['families_with_a_non_copy']}")
         for arm, r in res.get("implied", {}).items():
             if arm != "from":

@@ -607,6 +607,14 @@ def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resum
     assert set(json.loads((tmp_path / "rows.prompts.json").read_text())) == {"gcd", "basic_arithmetic"}
     ps.main(args)  # resumed: nothing drawn again
     assert len(seeds) == 4 and len(ps.read_rows(tmp_path / "rows.jsonl")) == 2
+    with pytest.raises(SystemExit, match="another seed harness"):  # these prompts revise the minimal seed
+        ps.main([*args, "--seed-harness", "zoo:interpreter_loop"])
+    # contexts seeded with a zoo harness: the prompt revises the loop, and writing the loop back is no change
+    zs = ps.main(["--families", "gcd", "--arm", "fake", "--k", "2", "--n-feedback", "2", "--seed-harness",
+                  "zoo:interpreter_loop", "--solver", f"python:{tmp_path / 'models.py'}:garbage",
+                  "--rows", str(tmp_path / "zoo" / "rows.jsonl")])
+    assert "ATTEMPTS" in json.dumps(prompts[-1]) and zs["seed_harness"] == "zoo:interpreter_loop"
+    assert zs["arms"]["fake"]["valid"] == 0 and zs["arms"]["fake"]["invalid"] == {"no_change": 1, "syntax_error": 1}
 
 
 def test_proposer_samples_implied_follows_adapts_strict_rule_and_knows_only_the_zoo_picks_test_J(
