@@ -137,6 +137,22 @@ async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int,
             "max_tokens": max_tokens, "seed": seed, "samples": out, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def mark_layout_only(rows: list[dict[str, Any]], prompts: dict[str, Any]) -> None:
+    """Flag each valid sample whose revision differs from its parent only in whitespace (``layout_only``): ``adapt``
+    counts it a valid change (only a byte-identical one is ``no_change``), yet it is the parent's program."""
+    from harnesslearn.harness import load_harness
+    from harnesslearn.propose.edits import apply_proposal
+
+    def squash(text: str) -> str:
+        return "".join(text.split())
+
+    for r in rows:
+        parent = prompts.get(r["family"], {}).get("parent_source") or load_harness("minimal").source
+        for smp in r["samples"]:
+            child = apply_proposal(parent, smp["text"]).source if smp["valid"] else None
+            smp["layout_only"] = child is not None and squash(child) == squash(parent)
+
+
 def compared_rows(path: Path) -> list[dict[str, Any]]:
     """Another run's eval rows (``eval_rows.jsonl``) as rows of this script: each proposal text judged here
     (the texts are whole proposals, SEARCH marker included)."""
@@ -163,7 +179,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     "distinct_valid": sum(len({s["text"] for s in r["samples"] if s["valid"]}) for r in mine),
                     "invalid": dict(Counter(s["reason"] for r in mine for s in r["samples"] if not s["valid"])),
                     "near_zoo_copies": len(copies), "copied": dict(Counter(copies).most_common()),
-                    "families_with_a_non_copy": len({f for f, s in valid if s["nearest_zoo"]["ratio"] < NEAR_COPY})}
+                    "families_with_a_non_copy": len({f for f, s in valid if s["nearest_zoo"]["ratio"] < NEAR_COPY}),
+                    "layout_only": sum(bool(s.get("layout_only")) for _, s in valid)}
     return out
 
 
@@ -276,6 +293,7 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
         finally:
             await m.aclose()
     own = read_rows(rows_path)
+    mark_layout_only(own, prompts)
     rows = own + [r for c in a.compare for r in compared_rows(Path(c))]
     return {"model": a.model, "solver": a.solver, "families": families, "k": a.k, "temperature": a.temperature,
             "max_tokens": a.max_tokens, "eval_seed": a.eval_seed, "n_feedback": a.n_feedback,
@@ -319,7 +337,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for arm, r in res["arms"].items():
             print(f"{arm}: {r['families']} families, {r['valid']}/{r['samples']} valid ({r['distinct_valid']} "
                   f"distinct), invalid {r['invalid']}, {r['near_zoo_copies']} near-copies of a zoo file "
-                  f"{r['copied']}; families with a "
+                  f"{r['copied']}, {r['layout_only']} the parent with only its whitespace changed; families with a "
                   f"valid non-copy: {r['families_with_a_non_copy']}")
         for arm, r in res.get("implied", {}).items():
             if arm != "from":

@@ -640,3 +640,22 @@ def test_proposer_samples_implied_follows_adapts_strict_rule_and_knows_only_the_
     assert fams == {"a": (True, 0.7), "b": (True, None), "c": (False, 0.2)}  # d has a non-copy: left out
     assert (got["all_copy_families"], got["adopted"], got["test_J_known"]) == (3, 2, 2)
     assert got["mean_test_J"] == 0.45 and got["mean_seed_test_J"] == 0.2 and got["mean_best_zoo_test_J"] == 0.7
+
+
+def test_proposer_samples_marks_a_revision_that_only_changes_whitespace() -> None:
+    """mark_layout_only(): a valid revision whose code differs from its parent only in whitespace is flagged (adapt
+    counts it a change); one that changes a token is not; an invalid one is not."""
+    import proposer_samples as ps
+
+    from harnesslearn.harness import load_harness
+
+    seed = load_harness("minimal").source
+    body = seed[seed.index("def solve"):]
+    spaced = body.replace("prompt = f", "prompt  =  f")
+    other = body.replace("max_tokens=64", "max_tokens=65")
+    rows = [{"family": "gcd", "samples": [
+        {"valid": True, "text": f"<<<<<<< SEARCH\n{body}=======\n{spaced}>>>>>>> REPLACE\n"},
+        {"valid": True, "text": f"<<<<<<< SEARCH\n{body}=======\n{other}>>>>>>> REPLACE\n"},
+        {"valid": False, "text": "nothing"}]}]
+    ps.mark_layout_only(rows, {})
+    assert [s["layout_only"] for s in rows[0]["samples"]] == [True, False, False]
