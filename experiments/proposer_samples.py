@@ -138,13 +138,16 @@ async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int,
 
 
 def mark_layout_only(rows: list[dict[str, Any]], prompts: dict[str, Any]) -> None:
-    """Flag each valid sample whose revision differs from its parent only in whitespace (``layout_only``): ``adapt``
-    counts it a valid change (only a byte-identical one is ``no_change``), yet it is the parent's program."""
+    """Flag each valid sample whose revision is its parent's program laid out differently (``layout_only``: the same
+    syntax tree; whitespace and comments differ): ``adapt`` counts it a valid change (only a byte-identical one is
+    ``no_change``), yet it runs exactly as the parent does."""
+    import ast
+
     from harnesslearn.harness import load_harness
     from harnesslearn.propose.edits import apply_proposal
 
     def squash(text: str) -> str:
-        return "".join(text.split())
+        return ast.dump(ast.parse(text))
 
     for r in rows:
         parent = prompts.get(r["family"], {}).get("parent_source") or load_harness("minimal").source
@@ -337,7 +340,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for arm, r in res["arms"].items():
             print(f"{arm}: {r['families']} families, {r['valid']}/{r['samples']} valid ({r['distinct_valid']} "
                   f"distinct), invalid {r['invalid']}, {r['near_zoo_copies']} near-copies of a zoo file "
-                  f"{r['copied']}, {r['layout_only']} the parent with only its whitespace changed; families with a "
+                  f"{r['copied']}, {r['layout_only']} the parent's program laid out anew; families with a "
                   f"valid non-copy: {r['families_with_a_non_copy']}")
         for arm, r in res.get("implied", {}).items():
             if arm != "from":

@@ -643,15 +643,15 @@ def test_proposer_samples_implied_follows_adapts_strict_rule_and_knows_only_the_
 
 
 def test_proposer_samples_marks_a_revision_that_only_changes_whitespace() -> None:
-    """mark_layout_only(): a valid revision whose code differs from its parent only in whitespace is flagged (adapt
-    counts it a change); one that changes a token is not; an invalid one is not."""
+    """mark_layout_only(): a valid revision that is its parent's program laid out anew (spaces, a comment) is flagged
+    (adapt counts it a change); one that changes a token is not; an invalid one is not."""
     import proposer_samples as ps
 
     from harnesslearn.harness import load_harness
 
     seed = load_harness("minimal").source
     body = seed[seed.index("def solve"):]
-    spaced = body.replace("prompt = f", "prompt  =  f")
+    spaced = body.replace("prompt = f", "prompt  =  f").replace("    return", "    # the answer\n    return")
     other = body.replace("max_tokens=64", "max_tokens=65")
     rows = [{"family": "gcd", "samples": [
         {"valid": True, "text": f"<<<<<<< SEARCH\n{body}=======\n{spaced}>>>>>>> REPLACE\n"},

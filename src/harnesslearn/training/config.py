@@ -159,8 +159,7 @@ class GRPOSettings(Settings):
     beta: float = setting(0.0, None, "KL coefficient (0: no reference model).", lo=0.0, hi=100.0)
     seed_harnesses: tuple[str, ...] = setting(("minimal",), None, "Seed harnesses contexts start from (names, .py "
                                               "paths, style:NAME, or zoo:NAME built for each context's family: "
-                                              "writing that zoo harness back is then no change, so only a revision "
-                                              "beyond it pays).")
+                                              "a candidate then has to beat that zoo harness to beat its parent).")
     multistep: bool = setting(False, None, "Multistep variant: contexts from revision sequences of the policy as it "
                               "is when the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = setting(2, None, "Multistep: a context's harness is the best after k in [0, this] "
