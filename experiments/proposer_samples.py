@@ -243,7 +243,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax.bar(names, [arms[n]["valid"] - c for n, c in zip(names, copies, strict=True)], bottom=copies,
            label="valid, not a copy", color="tab:blue")
     ax.set_ylabel("valid samples (of K x families)")
-    ax.set_title("what each proposer writes on the unseen families", fontsize=9)
+    ax.set_title(f"what each proposer writes, revising {res.get('seed_harness', 'minimal')}", fontsize=9)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     ax.legend(fontsize=7)
     if first:
@@ -257,8 +257,8 @@ def plot(res: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("test J (the other run's scores)")
         ax.set_title(f"{first}: its copies scored as the zoo file it copies (an inference, not a run)", fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{res['model']} (a small model), {len(res['families'])} unseen families, K={res['k']} samples "
-                 f"each at temperature {res['temperature']}", fontsize=9)
+    fig.suptitle(f"{res['model']} (a small model): {len(res['families'])} families, K={res['k']} at temperature "
+                 f"{res['temperature']}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
