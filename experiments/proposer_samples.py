@@ -73,6 +73,14 @@ def judge(prefill: str, text: str, parent: str | None = None) -> dict[str, Any]:
             "nearest_zoo": zoo.near(r.source) if r.valid and r.source is not None else None}
 
 
+def parent_of(prompt: dict[str, Any]) -> str:
+    """The source of the harness a cached family prompt revises (prompts cached before ``--seed-harness``: the
+    minimal seed)."""
+    from harnesslearn.harness import load_harness
+
+    return prompt.get("parent_source") or load_harness("minimal").source
+
+
 def spec_of(model: str, adapter: str) -> str:
     return f"local:{model}" + (f"?adapter={adapter}" if adapter else "")
 
@@ -94,6 +102,8 @@ async def eval_prompts(families: list[str], solver: str, seed: int, n_feedback: 
     from harnesslearn.tasks import load_task
 
     prompts: dict[str, Any] = json.loads(cache.read_text()) if cache.is_file() else {}
+    if any(p.get("seed_harness", "minimal") != seed_harness for p in prompts.values()):
+        raise SystemExit(f"{cache}: its prompts revise another seed harness than {seed_harness}: give another --rows")
     todo = [f for f in families if f not in prompts]
     if not todo:
         return prompts
@@ -114,14 +124,12 @@ async def eval_prompts(families: list[str], solver: str, seed: int, n_feedback: 
 
 
 async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int, temperature: float,
-                     max_tokens: int, seed: int, parent: str | None = None) -> dict[str, Any]:
+                     max_tokens: int, seed: int, seed_src: str) -> dict[str, Any]:
     """K candidates of ``proposer`` for one family's prompt, as the eval stage draws them, judged unscored, as
-    revisions of ``parent`` (default: the minimal seed)."""
-    from harnesslearn.harness import load_harness
+    revisions of ``seed_src``."""
     from harnesslearn.propose.formats import by_name
     from harnesslearn.propose.rounds import candidate_seed, sample
 
-    seed_src = parent if parent is not None else load_harness("minimal").source
     fmt, t0 = by_name("chat-prefill"), time.perf_counter()
     out = []
     for i in range(k):
@@ -143,17 +151,14 @@ def mark_layout_only(rows: list[dict[str, Any]], prompts: dict[str, Any]) -> Non
     ``no_change``), yet it runs exactly as the parent does."""
     import ast
 
-    from harnesslearn.harness import load_harness
     from harnesslearn.propose.edits import apply_proposal
 
-    def squash(text: str) -> str:
-        return ast.dump(ast.parse(text))
-
     for r in rows:
-        parent = prompts.get(r["family"], {}).get("parent_source") or load_harness("minimal").source
+        parent = parent_of(prompts.get(r["family"], {}))
+        tree = ast.dump(ast.parse(parent))
         for smp in r["samples"]:
             child = apply_proposal(parent, smp["text"]).source if smp["valid"] else None
-            smp["layout_only"] = child is not None and squash(child) == squash(parent)
+            smp["layout_only"] = child is not None and ast.dump(ast.parse(child)) == tree
 
 
 def compared_rows(path: Path) -> list[dict[str, Any]]:
@@ -169,8 +174,9 @@ def compared_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per arm: samples, valid, distinct valid, near-copies of a zoo file (and which), the families with at least
-    one valid revision that is not a near-copy."""
+    """Per arm: samples, valid, distinct valid (per family, summed), invalid ones by reason, near-copies of a zoo
+    file (and which), the families with at least one valid revision that is not a near-copy, and the valid samples
+    that are their parent's program laid out anew (``mark_layout_only``)."""
     from collections import Counter
 
     out: dict[str, Any] = {}
@@ -207,7 +213,10 @@ def implied(rows: list[dict[str, Any]], eval_rows: Path) -> dict[str, Any]:
             js = {n: z["candidate_score_J"].get(n) for n in {s["nearest_zoo"]["name"] for s in valid}}
             best = max(js, key=lambda n: -1.0 if js[n] is None else js[n])
             adopted = js[best] is not None and js[best] > z["seed_score_J"]
-            test = z["test_J"] if adopted and z.get("picked") == best else None if adopted else z["seed_test_J"]
+            if not adopted:
+                test = z["seed_test_J"]  # the seed is kept
+            else:  # known where the copied file was that run's zoo pick
+                test = z["test_J"] if z.get("picked") == best else None
             fams.append({"family": r["family"], "copied": best, "copy_score_J": js[best],
                          "seed_score_J": z["seed_score_J"], "adopted": adopted, "test_J": test,
                          "seed_test_J": z["seed_test_J"], "best_zoo_test_J": z["test_J"]})
@@ -274,9 +283,6 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     prompts = await eval_prompts(families, a.solver, a.eval_seed, a.n_feedback, a.n_traces,
                                  rows_path.with_suffix(".prompts.json"), a.seed_harness)
-    if any(p.get("seed_harness", "minimal") != a.seed_harness for p in prompts.values()):
-        raise SystemExit(f"{rows_path.with_suffix('.prompts.json')}: its prompts revise another seed harness "
-                         f"than {a.seed_harness}: give another --rows")
     deadline = time.time() + a.minutes * 60
     for arm in a.arm:
         label, _, adapter = arm.partition("=")
@@ -290,7 +296,7 @@ async def families_mode(a: argparse.Namespace) -> dict[str, Any]:
                     print(f"deadline: {label} stopped before {fam}", file=sys.stderr, flush=True)
                     break
                 row = await family_row(m, label, fam, prompts[fam]["messages"], a.k, a.temperature, a.max_tokens,
-                                       a.eval_seed, prompts[fam].get("parent_source"))
+                                       a.eval_seed, parent_of(prompts[fam]))
                 with rows_path.open("a") as f:
                     f.write(json.dumps(row) + "\n")
         finally:
