@@ -146,18 +146,19 @@ async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int,
 
 
 def mark_layout_only(rows: list[dict[str, Any]], prompts: dict[str, Any]) -> None:
-    """Flag each valid sample whose revision is its parent's program laid out differently (``layout_only``: the same
-    syntax tree; whitespace and comments differ): ``adapt`` counts it a valid change (only a byte-identical one is
-    ``no_change``), yet it runs exactly as the parent does."""
+    """Flag each sample recorded valid whose revision is its parent's program laid out differently (``layout_only``:
+    the same syntax tree; whitespace and comments differ). The rows of sessions 36-37 were judged when only a
+    byte-identical revision was ``no_change``; ``apply_proposal`` now calls such a sample ``no_change`` too, so the
+    flag says how many of a recorded arm's valid samples the current rule would refuse."""
     import ast
 
-    from harnesslearn.propose.edits import apply_proposal
+    from harnesslearn.propose.edits import apply_blocks, parse_blocks
 
     for r in rows:
         parent = parent_of(prompts.get(r["family"], {}))
         tree = ast.dump(ast.parse(parent))
         for smp in r["samples"]:
-            child = apply_proposal(parent, smp["text"]).source if smp["valid"] else None
+            child = apply_blocks(parent, parse_blocks(smp["text"]).blocks)[0] if smp["valid"] else None
             smp["layout_only"] = child is not None and ast.dump(ast.parse(child)) == tree
 
 

@@ -643,8 +643,9 @@ def test_proposer_samples_implied_follows_adapts_strict_rule_and_knows_only_the_
 
 
 def test_proposer_samples_marks_a_revision_that_only_changes_whitespace() -> None:
-    """mark_layout_only(): a valid revision that is its parent's program laid out anew (spaces, a comment) is flagged
-    (adapt counts it a change); one that changes a token is not; an invalid one is not."""
+    """mark_layout_only(): a sample recorded valid whose revision is its parent's program laid out anew (spaces, a
+    comment) is flagged (the current rule calls it no_change); one that changes a token is not; an invalid one is
+    not."""
     import proposer_samples as ps
 
     from harnesslearn.harness import load_harness

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harnesslearn.harness import harness_id
-from harnesslearn.propose.edits import Reason, apply_proposal, parse_blocks
+from harnesslearn.propose.edits import EditResult, Reason, apply_proposal, parse_blocks
 
 SRC = '''def helper(x):
     return x.strip()
@@ -136,17 +136,50 @@ def test_a_noop_edit_is_not_a_revision():
     assert not r.valid and r.reason == Reason.NO_CHANGE and r.parsed and r.produced and r.source is None
     r = apply_proposal(SRC, block("    return x.strip()", "\n    return x.strip()\n"))
     assert r.reason == Reason.NO_CHANGE
-    assert apply_proposal(SRC, block("    return x.strip()", "    return x.strip()  # same")).valid
+    assert apply_proposal(SRC, block("    return x.strip()", "    return x.strip()  # same")).reason == Reason.NO_CHANGE
+    assert apply_proposal(SRC, block("    return x.strip()", "    return x.lstrip()")).valid
 
 
 def test_an_edit_of_trailing_whitespace_only_is_no_change():
     """Issue 33 item 11: trailing spaces or tabs added or removed change nothing a harness does."""
     r = apply_proposal(SRC, block("    return x.strip()", "    return x.strip()   \t"))
-    assert r.reason == Reason.NO_CHANGE and "trailing whitespace" in (r.detail or "")
+    assert r.reason == Reason.NO_CHANGE and "layout" in (r.detail or "")
     spaced = SRC.replace("    return helper(completion)", "    return helper(completion)  ")
     assert apply_proposal(spaced, block("    return helper(completion)  ", "    return helper(completion)")).reason == (
         Reason.NO_CHANGE)
-    assert apply_proposal(SRC, block("    return x.strip()", "    return x.strip( )")).valid  # a real change stays valid
+
+
+def test_the_same_program_laid_out_anew_is_no_change():
+    """A revision is judged by its syntax tree: spacing, comments, quote style, parentheses and line breaks inside
+    brackets change nothing the harness does (session 37: 19 of 32 samples of a zoo-seeded context were the zoo's
+    program laid out anew, and they would have earned the parent's J as revisions). Anything that is in the tree --
+    a name, a literal, a docstring, whitespace inside a string -- is a change."""
+    src = 'def solve(model, question):\n    """Ask once."""\n    return model(question, max_tokens=64).strip()\n'
+
+    def rewrite(new: str) -> EditResult:
+        return apply_proposal(src, block(src.rstrip("\n"), new.rstrip("\n")))
+
+    same = ["# a harness\ndef solve( model,question ):\n    'Ask once.'\n\n    return (model(question,\n"
+            "                  max_tokens = 64)).strip()  # reply\n",
+            'def solve(model, question):\n    "Ask once."\n    return model(question, max_tokens=0x40).strip()\n']
+    for new in same:
+        r = rewrite(new)
+        assert not r.valid and r.reason == Reason.NO_CHANGE and r.source is None, new
+    changed = [src.replace("64", "65"), src.replace("Ask once.", "Ask once!"), src.replace(".strip()", ""),
+               src.replace("question, max", "question + ' ', max"), src.replace("max_tokens=64", "max_tokens=64.0"),
+               src.replace("Ask once.", "Ask once. ")]
+    for new in changed:
+        r = rewrite(new)
+        assert r.valid and r.source == new and r.harness_id != harness_id(src), new
+
+
+def test_no_change_falls_back_to_lines_when_the_parent_does_not_parse():
+    """A parent given by hand may not parse: a revision that mends it is a revision, and one that leaves it broken
+    is a syntax error, never a crash."""
+    broken = "def solve(model, question):\n    return model(question\n"
+    assert apply_proposal(broken, block("    return model(question", "    return model(question)")).valid
+    r = apply_proposal(broken, block("    return model(question", "    return model(question  "))
+    assert not r.valid and r.reason == Reason.SYNTAX_ERROR
 
 
 def test_one_block_over_the_whole_file_is_a_rewrite():
@@ -182,8 +215,9 @@ def test_fuzz_marker_soup_never_crashes(lines):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_line, min_size=1, max_size=5).filter(lambda ls: any(s.strip() for s in ls)))
 def test_inserted_unique_lines_can_be_replaced_back(extra):
-    """Adding unique lines then replacing them with nothing restores the source."""
-    marker = "# UNIQUE-MARKER-7f3a"
+    """Adding unique lines then replacing them with nothing restores the source (the marker is a statement, so
+    taking the lines out changes the program, not only its comments)."""
+    marker = "UNIQUE_MARKER_7f3a = 1"
     added = [marker] + [f"# {s}" for s in extra]
     src2 = SRC + "\n".join(added) + "\n"
     r = apply_proposal(src2, block("\n".join(added), ""))

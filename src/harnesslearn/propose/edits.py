@@ -12,14 +12,15 @@ Prose and code fences around blocks are ignored; CRLF and CR line endings are no
 Application is all-or-nothing. Every SEARCH is matched against the *current* source as whole
 lines (a match starts at a line start and ends at a line end) and must match exactly once;
 matched spans must not overlap; then all replacements are made at once. The result must
-compile and define a top-level ``solve(model, question)``, and it must differ from the source in
-more than blank lines and trailing whitespace (a no-op is not a revision: ``no_change``). Any failure makes the whole
-proposal invalid with a reason from :class:`Reason` -- a block that does not match is never
+compile and define a top-level ``solve(model, question)``, and it must be a different program: a result with
+the source's syntax tree (the same code, only laid out anew: spacing, blank lines, comments, quotes, parentheses)
+is not a revision (``no_change``). Any failure makes the whole proposal invalid with a reason from :class:`Reason` -- a block that does not match is never
 skipped silently. One block whose SEARCH is the whole source is a whole-file rewrite (``kind``).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -42,7 +43,7 @@ class Reason(StrEnum):
     MISSING_SOLVE = "missing_solve"
     BAD_SOLVE_SIGNATURE = "bad_solve_signature"
     TOO_LARGE = "too_large"  # the revised harness is over harness.MAX_SOURCE_BYTES
-    NO_CHANGE = "no_change"  # the edits leave the harness as it was (REPLACE = SEARCH, or blank lines / trailing whitespace only)
+    NO_CHANGE = "no_change"  # the edits leave the program as it was (REPLACE = SEARCH, or layout and comments only)
 
 
 @dataclass(frozen=True)
@@ -171,15 +172,19 @@ def apply_proposal(source: str, text: str) -> EditResult:
     problem = check_source(new)
     if problem is not None:
         return _invalid(Reason(problem), f"the revised harness: {problem.replace('_', ' ')}", True, n)
-    if _content(new) == _content(normalise(source)):
-        return EditResult(False, Reason.NO_CHANGE, "the edits leave the harness unchanged (blank lines and trailing whitespace aside)",
+    if _program(new) == _program(normalise(source)):
+        return EditResult(False, Reason.NO_CHANGE, "the edits leave the program unchanged (only its layout or comments differ)",
                           True, True, n, None, None)
     whole = n == 1 and parsed.blocks[0].search.strip("\n") == normalise(source).strip("\n")
     return EditResult(True, None, None, True, True, n, new, harness_id(new), "rewrite" if whole else "blocks")
 
 
-def _content(source: str) -> list[str]:
-    """The source's non-blank lines without trailing whitespace: two sources with the same are the same
-    harness (only a multi-line string literal could tell trailing spaces apart; a proposal that changes
-    nothing else is not a revision)."""
-    return [line.rstrip() for line in source.split("\n") if line.strip()]
+def _program(source: str) -> str | list[str]:
+    """What makes ``source`` the program it is: its syntax tree, without positions (comments, blank lines,
+    spacing, quote style and redundant parentheses are not in it). Two sources with the same tree run
+    alike, so a proposal that only lays its parent out anew is not a revision. A source that does not
+    parse (a parent given by hand) falls back to its non-blank lines without trailing whitespace."""
+    try:
+        return ast.dump(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [line.rstrip() for line in source.split("\n") if line.strip()]

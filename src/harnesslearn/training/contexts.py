@@ -75,7 +75,7 @@ def task_spec(family: str) -> str:
 def seed_harness(ref: str, task: Any = None, seed: int = 0) -> Harness:
     """A seed harness from a shipped name, ``style:NAME``, a ``.py`` path, or ``zoo:NAME`` built for the context's
     ``task`` (``zoo.resolve_harness``): in a context that starts from a zoo harness, a candidate has to beat that
-    harness to beat its parent (a byte-identical copy is ``no_change``; one laid out anew scores the parent's J)."""
+    harness to beat its parent (a copy with the zoo file's syntax tree, however laid out, is ``no_change``)."""
     return resolve_harness(ref, task, seed)
 
 
