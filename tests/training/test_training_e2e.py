@@ -322,3 +322,28 @@ def test_training_logs_to_mlflow_through_report_to(world: dict, tmp_path: Path, 
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["harnesslearn-sft"], output_format="list")
     assert runs and "loss" in runs[0].data.metrics, runs[0].data.metrics if runs else None
+
+
+@pytest.mark.slow
+def test_a_grpo_update_from_zoo_seeded_contexts(world: dict) -> None:
+    """``grpo.seed_harnesses: [zoo:NAME, ...]`` end to end: each context's prompt shows the zoo harness built for
+    its family (not the minimal seed), and the update runs through the real reward path."""
+    from harnesslearn.harness import harness_id, load_harness
+    from harnesslearn.training.grpo import run_grpo
+
+    d = world["dir"]
+    cfg = build_config(GRPOTrainConfig, {
+        "model": world["model"], "trainer.report_to": "none", "trainer.use_cpu": True, "trainer.learning_rate": 1e-3,
+        "seed": 0, "adapter": str(d / "adapter0"), "solver": f"python:{d / 'solver.py'}:solve",
+        "families": [f"jsonl:{d / 'arith.jsonl'}?scorer=exact"], "splits.n_feedback": 2, "splits.n_score": 2,
+        "proposer.n_traces": 1, "grpo.num_generations": 4, "grpo.contexts_per_update": 2,
+        "grpo.contexts_per_epoch": 2, "trainer.micro_batch": 4, "proposer.sampling.max_tokens": 8,
+        "trainer.max_steps": 1, "output_dir": str(d / "grpo_zoo"), "run_dir": str(d / "run_zoo"),
+        "budgets.timeout_s": 20, "grpo.seed_harnesses": ["zoo:interpreter_loop", "zoo:few_shot"],
+    })
+    out = run_grpo(cfg)
+    assert out["steps"] == 1 and out["contexts"] == 2
+    groups = [json.loads(line) for line in Path(out["rollouts"]).read_text().splitlines()]
+    assert len(groups) == 2 and sum(len(g["candidates"]) for g in groups) == 8
+    assert harness_id(load_harness("minimal").source) not in {g["parent_id"] for g in groups}
+    assert any("for _ in range(ATTEMPTS):" in g["prompt"] for g in groups)  # the interpreter loop's code is shown
