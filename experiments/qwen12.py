@@ -5,7 +5,7 @@ data from the zoo, LoRA SFT, GRPO with the exact reward) and evaluated on the 21
     python3 experiments/qwen12.py run --model DIR [--engine vllm] [--stages sftdata,sft,grpo,eval] [--eval.minutes 6]
     python3 experiments/qwen12.py smoke [--work DIR]          # every stage on the CPU, in about a minute
     python3 experiments/qwen12.py collect --work DIR --out $OUT   # what comes back from the device
-    python3 experiments/qwen12.py restore --work DIR --from RETURNED_OUT
+    python3 experiments/qwen12.py restore --work DIR --from RETURNED_OUT [--new-chain]
     python3 experiments/qwen12.py land --from FILES_AT --logs experiments/results/qwen/stretchN   # here, after a stretch
 
 Every leaf of the ``TransferSettings`` tree is an option named by its dotted key (``--sftdata.minutes 3``,
@@ -36,7 +36,7 @@ def settings_parser(p: argparse.ArgumentParser) -> None:
         flag = "--" + path.replace("_", "-")
         shown = ",".join(map(str, leaf.default)) if isinstance(leaf.default, tuple) else leaf.default
         flag_only = {"nargs": "?", "const": True} if leaf.annotation is bool else {}  # --force = --force true
-        p.add_argument(flag, dest=path, default=None, metavar="V", required=path == "model", **flag_only,
+        p.add_argument(flag, dest=path, default=None, metavar="V", **flag_only,
                        type=lambda text, ann=leaf.annotation: parse_value(text, ann),
                        help=f"{leaf.help} (default {shown})".replace("%", "%%"))
     p.add_argument("--config", default=None, help="a YAML file of settings (the tree's shape)")
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     r = sub.add_parser("restore", help="a returned folder -> WORK/ret")
     r.add_argument("--work", default="/tmp/q12w")
     r.add_argument("--from", dest="src", required=True)
+    r.add_argument("--new-chain", action="store_true",
+                   help="keep only the SFT data, for a second chain (--stages sft,grpo) in a fresh --work")
     la = sub.add_parser("land", help="what a stretch brought back (the device tool's files_at) -> the committed state")
     la.add_argument("--from", dest="src", required=True, action="append",
                     help="the folder of returned files (WORKNAME.FILE); repeated where several calls brought back "
@@ -72,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     out: Any
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their logs: stdout holds the JSON alone
         if a.cmd == "run":
+            if a.model is None and a.config is None and not any(o.startswith("model=") for o in a.overrides):
+                p.error("run: --model is required (or a --config that names it)")
             given = {k: v for k, v in vars(a).items() if k not in ("cmd", "config", "overrides") and v is not None}
             out = run(load(TransferSettings, a.config, a.overrides, options=given, label="--{}"))
         elif a.cmd == "smoke":
@@ -86,7 +90,11 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"qwen12 land: {e}", file=sys.__stderr__)
                 sys.exit(2)
         else:
-            out = restore(a.work, a.src)
+            try:
+                out = restore(a.work, a.src, new_chain=a.new_chain)
+            except UserError as e:
+                print(f"qwen12 restore: {e}", file=sys.__stderr__)
+                sys.exit(2)
     json.dump(out, sys.stdout, indent=1, default=str)
     print()
 

@@ -208,6 +208,24 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
     assert {"status.json", "eval_rows.jsonl", "sft_adapter", "grpo"} <= set(names)
     assert json.loads((tmp_path / "again" / "ret" / "grpo" / "state" / "state.json").read_text())["updates"] == 1
 
+    # a second chain from the same SFT rows, its contexts started from a zoo harness (COMMANDS.md's recipe)
+    from harnesslearn.transfer import smoke as smoke_mod
+
+    restore(tmp_path / "z", ret, new_chain=True)
+    (tmp_path / "smoke.json").write_text(json.dumps(smoke_mod.settings(tmp_path / "w").record()))
+    p = subprocess.run([sys.executable, str(ROOT / "experiments" / "qwen12.py"), "run", "--config",
+                        str(tmp_path / "smoke.json"), "--work", str(tmp_path / "z"), "--stages", "sft,grpo",
+                        "--grpo.grpo.seed-harnesses", "zoo:interpreter_loop"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    z = json.loads(p.stdout)
+    assert (z["sft"]["state"], z["grpo"]["state"]) == ("done", "done"), json.dumps(z)[-3000:]
+    zret = tmp_path / "z" / "ret"
+    assert json.loads((zret / "grpo.json").read_text())["start"] == "sft_adapter"  # not chain 1's state
+    with gzip.open(zret / "rollouts.jsonl.gz", "rt") as fh:
+        groups = [json.loads(line) for line in fh]
+    assert groups and all("for _ in range(ATTEMPTS):" in g["prompt"] for g in groups)  # the loop is the parent
+
 
 def zoo_row_near_copy(rows: list) -> bool:
     """The zoo arm's pick is the zoo's interpreter loop: its nearest zoo file is that one, a near-copy."""
@@ -424,3 +442,38 @@ def test_the_musique_zoo_pick_is_made_once_kept_in_ret_and_never_from_a_failed_e
     other = s.model_copy(update={"musique": s.musique.model_copy(update={"seed": 7})})  # another stage: picked anew
     assert asyncio.run(zoo_pick(other, rt, task, shared_with({"zoo:retrieve_read": 0.9, "zoo:iterative_search": 0.1}),
                                 path))[0] == "retrieve_read"
+
+
+def test_restore_new_chain_keeps_only_the_sft_data_and_grpo_needs_an_sft_adapter(tmp_path: Path) -> None:
+    """A second chain (e.g. zoo-seeded contexts) starts from the first one's SFT rows and nothing else: no GRPO
+    state, adapter or eval row of the first chain is taken for its own. A GRPO stage with no SFT adapter and no
+    saved state refuses to train from the base model silently."""
+    from harnesslearn.transfer import stages
+
+    src = tmp_path / "state"
+    (src / "grpo" / "state" / "adapter").mkdir(parents=True)
+    (src / "grpo" / "state" / "state.json").write_text('{"updates": 66}')
+    for name in ("sft.jsonl", "sftdata.json", "sftdata_jobs.jsonl", "sft.json", "grpo.json", "eval_rows.jsonl"):
+        (src / name).write_text(f"{name}\n")
+    (src / "status.json").write_text(json.dumps({"sftdata": {"state": "partial", "kept": 187},
+                                                 "sft": {"state": "done"}, "grpo": {"state": "partial"}}))
+    names = restore(tmp_path / "w2", src, new_chain=True)
+    ret = tmp_path / "w2" / "ret"
+    assert names == ["sft.jsonl", "sftdata.json", "sftdata_jobs.jsonl", "status.json"]
+    assert (ret / "sft.jsonl").read_text() == "sft.jsonl\n"
+    assert json.loads((ret / "status.json").read_text()) == {"sftdata": {"state": "partial", "kept": 187}}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state", "w2"]  # no temporary folder left behind
+    with pytest.raises(UserError, match="not empty: a new chain needs a fresh --work"):
+        restore(tmp_path / "w2", src, new_chain=True)
+    (src / "sft.jsonl").unlink()
+    with pytest.raises(UserError, match="no sft.jsonl"):
+        restore(tmp_path / "w3", src, new_chain=True)
+    assert not (tmp_path / "w3" / "ret").exists()
+    p = subprocess.run([sys.executable, str(ROOT / "experiments" / "qwen12.py"), "restore", "--work", str(tmp_path / "w4"),
+                        "--from", str(tmp_path / "missing"), "--new-chain"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.strip().endswith("no such folder to restore from"), p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "w4").exists()
+
+    s = TransferSettings(work=str(tmp_path / "w2"), model="unused", cpu=True)
+    with pytest.raises(UserError, match="run the sft stage first"):
+        stages.grpo(s, ret, tmp_path / "w2")

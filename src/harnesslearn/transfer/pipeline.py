@@ -79,6 +79,8 @@ def run(s: TransferSettings) -> dict[str, Any]:
                 info = asyncio.run(stages.evaluate_arms(s, ret, work))
             else:
                 info = asyncio.run(musique.musique(s, ret, work))
+        except UserError as e:  # a setting or input the stage cannot use: its one-line reason
+            info = {"state": "failed", "error": str(e)}
         except Exception:  # noqa: BLE001 - a failed stage is recorded and the next one still runs
             info = {"state": "failed", "error": traceback.format_exc()[-3000:]}
         info["seconds"] = round(time.time() - t, 1)
@@ -118,9 +120,21 @@ def collect(work: str | Path, out: str | Path, *, adapters: bool = True) -> list
     return sorted(p.name for p in dst.iterdir())
 
 
-def restore(work: str | Path, src: str | Path) -> list[str]:
+# what a new chain keeps of an earlier run: its SFT data (the rows and the record of how they were collected)
+NEW_CHAIN_KEEP = ("sft.jsonl", "sftdata.json", "sftdata_jobs.jsonl")
+
+
+def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> list[str]:
     """A folder written by ``collect`` -> WORK/ret (the resume path on a fresh machine). A folder without
-    ``results.tgz`` is a plain copy of a ret folder (as committed in experiments/results/qwen/state/)."""
+    ``results.tgz`` is a plain copy of a ret folder (as committed in experiments/results/qwen/state/).
+
+    ``new_chain``: keep only the SFT data (``NEW_CHAIN_KEEP`` and the sftdata stage's status), so that
+    ``--stages sft,grpo`` trains a second chain from the same rows, with settings of its own, and no
+    adapter, GRPO state or eval row of the first chain is taken for this one's. WORK/ret must not exist yet."""
+    if not Path(src).is_dir():
+        raise UserError(f"{src}: no such folder to restore from")
+    if new_chain:
+        return _restore_new_chain(Path(work), Path(src))
     ret, src = Path(work) / "ret", Path(src)
     ret.mkdir(parents=True, exist_ok=True)
     if not (src / "results.tgz").is_file() and not any(src.glob("*.tar.*")):
@@ -136,6 +150,28 @@ def restore(work: str | Path, src: str | Path) -> list[str]:
             tar.write_bytes(b"".join(p.read_bytes() for p in parts))
             with tarfile.open(tar) as tf:
                 tf.extractall(ret, filter="data")
+    return sorted(p.name for p in ret.iterdir())
+
+
+def _restore_new_chain(work: Path, src: Path) -> list[str]:
+    ret = work / "ret"
+    if ret.exists() and any(ret.iterdir()):
+        raise UserError(f"{ret} is not empty: a new chain needs a fresh --work")
+    tmp = Path(tempfile.mkdtemp(prefix="restore-", dir=work.parent if work.parent.is_dir() else None))
+    try:
+        restore(tmp, src)
+        old = tmp / "ret"
+        if not (old / "sft.jsonl").is_file():
+            raise UserError(f"{src}: no sft.jsonl to start a new chain from")
+        ret.mkdir(parents=True, exist_ok=True)
+        for name in NEW_CHAIN_KEEP:
+            if (old / name).is_file():
+                shutil.copy2(old / name, ret / name)
+        status = json.loads((old / "status.json").read_text()) if (old / "status.json").is_file() else {}
+        if "sftdata" in status:
+            stages.write_json(ret / "status.json", {"sftdata": status["sftdata"]})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return sorted(p.name for p in ret.iterdir())
 
 

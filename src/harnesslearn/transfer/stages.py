@@ -224,6 +224,9 @@ def grpo(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
             run.trainer.add_callback(stop)
 
     adapter = adapter_dir(ret, "sft") if adapter_dir(ret, "sft").is_dir() and not g.from_base else None
+    if adapter is None and not g.from_base and not (ret / "grpo" / "state" / "state.json").is_file():
+        raise UserError(f"a new GRPO chain starts from the SFT adapter, and {adapter_dir(ret, 'sft')} does not "
+                        "exist: run the sft stage first (--stages sft,grpo), or set --grpo.from-base")
     solver = s.solver or (f"vllm:{s.model}?gpu_memory_utilization={s.solver_memory}&max_num_seqs=512"
                           if s.engine == "vllm" else f"hf:{s.model}?max_batch=256")
     cfg = GRPOTrainConfig(
