@@ -147,7 +147,7 @@ async def family_row(proposer: Any, label: str, fam: str, messages: Any, k: int,
 
 def mark_layout_only(rows: list[dict[str, Any]], prompts: dict[str, Any]) -> None:
     """Flag each sample recorded valid whose revision is its parent's program laid out differently (``layout_only``:
-    the same syntax tree; whitespace and comments differ). The rows of sessions 36-37 were judged when only a
+    the same syntax tree; only layout, comments, quotes or parentheses differ). The rows of sessions 36-37 were judged when only a
     byte-identical revision was ``no_change``; ``apply_proposal`` now calls such a sample ``no_change`` too, so the
     flag says how many of a recorded arm's valid samples the current rule would refuse."""
     import ast

@@ -74,10 +74,11 @@ def main(argv: list[str] | None = None) -> None:
     out: Any
     with contextlib.redirect_stdout(sys.stderr):  # trainers print their logs: stdout holds the JSON alone
         if a.cmd == "run":
-            if a.model is None and a.config is None and not any(o.startswith("model=") for o in a.overrides):
-                p.error("run: --model is required (or a --config that names it)")
             given = {k: v for k, v in vars(a).items() if k not in ("cmd", "config", "overrides") and v is not None}
-            out = run(load(TransferSettings, a.config, a.overrides, options=given, label="--{}"))
+            settings = load(TransferSettings, a.config, a.overrides, options=given, label="--{}")
+            if not settings.model:
+                p.error("run: --model is required (or a --config that names it)")
+            out = run(settings)
         elif a.cmd == "smoke":
             out = run(smoke_mod.settings(a.work))
         elif a.cmd == "collect":

@@ -146,7 +146,7 @@ def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     runs a newer one; 2 of 987 in stretch 5, both J 0). The zoo views below all read this."""
     from harnesslearn import zoo
     from harnesslearn.harness import harness_id, load_harness
-    from harnesslearn.propose.edits import apply_proposal
+    from harnesslearn.propose.edits import apply_blocks, parse_blocks
 
     seed = load_harness("minimal").source
     seed_id = harness_id(seed)
@@ -155,7 +155,9 @@ def scored_candidates(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for c in r.get("candidates", []):
             if not c.get("valid"):
                 continue
-            new = apply_proposal(seed, c["proposal"]).source if r.get("parent_id") == seed_id else None
+            # the blocks applied as they were when the candidate was judged valid (the rule has changed since)
+            new = (apply_blocks(seed, parse_blocks(c["proposal"]).blocks)[0] if r.get("parent_id") == seed_id
+                   else None)
             why = ("other_parent" if r.get("parent_id") != seed_id else "not_scored" if c.get("J") is None
                    else "not_parsable_here" if new is None else None)
             near = zoo.nearest(new) if why is None and new is not None else None

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -469,6 +470,21 @@ def test_restore_new_chain_keeps_only_the_sft_data_and_grpo_needs_an_sft_adapter
     with pytest.raises(UserError, match="no sft.jsonl"):
         restore(tmp_path / "w3", src, new_chain=True)
     assert not (tmp_path / "w3" / "ret").exists()
+    (src / "sft.jsonl").write_text("sft.jsonl\n")
+    (src / "status.json").write_text("{not json")
+    with pytest.raises(UserError, match="status.json is not JSON"):
+        restore(tmp_path / "w3", src, new_chain=True)
+    assert not (tmp_path / "w3" / "ret").exists()  # nothing half-written: a retry is not refused
+    (src / "status.json").write_text("{}")
+    assert restore(tmp_path / "w3", src, new_chain=True) == ["sft.jsonl", "sftdata.json", "sftdata_jobs.jsonl"]
+    assert [p.name for p in (tmp_path / "w3").iterdir()] == ["ret"]  # no temporary folder left behind
+    returned = tmp_path / "returned"  # what collect() brought back from a device: results.tgz and adapter parts
+    returned.mkdir()
+    with tarfile.open(returned / "results.tgz", "w:gz") as tf:
+        for name in ("sft.jsonl", "eval_rows.jsonl", "status.json", "sft.json"):
+            tf.add(src / name, arcname=name)
+    (returned / "grpo_state.tar.00").write_bytes(b"not read")
+    assert restore(tmp_path / "w5", returned, new_chain=True) == ["sft.jsonl"]
     p = subprocess.run([sys.executable, str(ROOT / "experiments" / "qwen12.py"), "restore", "--work", str(tmp_path / "w4"),
                         "--from", str(tmp_path / "missing"), "--new-chain"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stderr.strip().endswith("no such folder to restore from"), p.stderr

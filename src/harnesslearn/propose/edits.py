@@ -172,19 +172,21 @@ def apply_proposal(source: str, text: str) -> EditResult:
     problem = check_source(new)
     if problem is not None:
         return _invalid(Reason(problem), f"the revised harness: {problem.replace('_', ' ')}", True, n)
-    if _program(new) == _program(normalise(source)):
+    if _same_program(new, normalise(source)):
         return EditResult(False, Reason.NO_CHANGE, "the edits leave the program unchanged (only its layout or comments differ)",
                           True, True, n, None, None)
     whole = n == 1 and parsed.blocks[0].search.strip("\n") == normalise(source).strip("\n")
     return EditResult(True, None, None, True, True, n, new, harness_id(new), "rewrite" if whole else "blocks")
 
 
-def _program(source: str) -> str | list[str]:
-    """What makes ``source`` the program it is: its syntax tree, without positions (comments, blank lines,
-    spacing, quote style and redundant parentheses are not in it). Two sources with the same tree run
-    alike, so a proposal that only lays its parent out anew is not a revision. A source that does not
-    parse (a parent given by hand) falls back to its non-blank lines without trailing whitespace."""
+def _same_program(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one program: the same syntax tree, without positions (comments, blank lines,
+    spacing, quote style and redundant parentheses are not in it), so a proposal that only lays its parent out
+    anew is not a revision. What the tree leaves out can still be seen by a harness that reads its own source
+    (``inspect.getsource``, line numbers in a traceback); no shipped harness does. Where either side does not
+    parse or is too deep to dump (a parent given by hand), both are compared by their non-blank lines without
+    trailing whitespace."""
     try:
-        return ast.dump(ast.parse(source))
+        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return [line.rstrip() for line in source.split("\n") if line.strip()]
+        return [x.rstrip() for x in a.split("\n") if x.strip()] == [x.rstrip() for x in b.split("\n") if x.strip()]

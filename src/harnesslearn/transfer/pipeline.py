@@ -130,7 +130,8 @@ def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> li
 
     ``new_chain``: keep only the SFT data (``NEW_CHAIN_KEEP`` and the sftdata stage's status), so that
     ``--stages sft,grpo`` trains a second chain from the same rows, with settings of its own, and no
-    adapter, GRPO state or eval row of the first chain is taken for this one's. WORK/ret must not exist yet."""
+    adapter, GRPO state or eval row of the first chain is taken for this one's. WORK/ret must not exist
+    yet (or be empty)."""
     if not Path(src).is_dir():
         raise UserError(f"{src}: no such folder to restore from")
     if new_chain:
@@ -154,26 +155,41 @@ def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> li
 
 
 def _restore_new_chain(work: Path, src: Path) -> list[str]:
+    """Only ``NEW_CHAIN_KEEP`` and the sftdata stage's status, read from a committed ret folder or a returned
+    ``results.tgz``; built aside and moved into place whole, so a failure leaves no ``ret`` behind."""
     ret = work / "ret"
-    if ret.exists() and any(ret.iterdir()):
+    if ret.is_file() or (ret.is_dir() and any(ret.iterdir())):
         raise UserError(f"{ret} is not empty: a new chain needs a fresh --work")
-    tmp = Path(tempfile.mkdtemp(prefix="restore-", dir=work.parent if work.parent.is_dir() else None))
+    files: dict[str, bytes] = {}
+    if (src / "results.tgz").is_file():
+        with tarfile.open(src / "results.tgz") as tf:
+            for m in tf.getmembers():
+                f = tf.extractfile(m) if m.isfile() and m.name in (*NEW_CHAIN_KEEP, "status.json") else None
+                if f is not None:
+                    files[m.name] = f.read()
+    else:
+        files = {n: (src / n).read_bytes() for n in (*NEW_CHAIN_KEEP, "status.json") if (src / n).is_file()}
+    if "sft.jsonl" not in files:
+        raise UserError(f"{src}: no sft.jsonl to start a new chain from")
     try:
-        restore(tmp, src)
-        old = tmp / "ret"
-        if not (old / "sft.jsonl").is_file():
-            raise UserError(f"{src}: no sft.jsonl to start a new chain from")
-        ret.mkdir(parents=True, exist_ok=True)
-        for name in NEW_CHAIN_KEEP:
-            if (old / name).is_file():
-                shutil.copy2(old / name, ret / name)
-        status = json.loads((old / "status.json").read_text()) if (old / "status.json").is_file() else {}
-        if "sftdata" in status:
-            stages.write_json(ret / "status.json", {"sftdata": status["sftdata"]})
+        status = json.loads(files.pop("status.json", b"{}"))
+    except ValueError as e:
+        raise UserError(f"{src}: status.json is not JSON ({e})") from None
+    if not isinstance(status, dict):
+        raise UserError(f"{src}: status.json is not a JSON object")
+    if "sftdata" in status:
+        files["status.json"] = json.dumps({"sftdata": status["sftdata"]}, indent=1).encode()
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".ret-", dir=work))
+    try:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        if ret.is_dir():
+            ret.rmdir()  # empty, checked above
+        tmp.rename(ret)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return sorted(p.name for p in ret.iterdir())
-
 
 def _updates(ret: Path) -> int:
     f = ret / "grpo" / "state" / "state.json"
