@@ -702,7 +702,7 @@ def main(argv: list[str] | None = None) -> None:
     grpo = _load(ret, "grpo.json")
     tr = transfer(rows)
     if rows:
-        (out / "transfer.json").write_text(json.dumps(tr, indent=1))
+        (out / "transfer.json").write_text(json.dumps({**tr, "ship": ship_verdict(tr)}, indent=1))
     made = plots(tr, grpo, out)
     md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one H200 (small-model result)", ""]
     if a.notes and Path(a.notes).is_file():
@@ -720,10 +720,51 @@ def main(argv: list[str] | None = None) -> None:
     md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
-    md += transfer_md(tr) if rows else ["No transfer table yet: the eval stage has not run on these files.", ""]
+    md += [*verdict_md(ship_verdict(tr)), *transfer_md(tr)] if rows else [
+        "No transfer table yet: the eval stage has not run on these files.", ""]
     md += [f"![{m}]({m})" for m in made]
     (out / "results.md").write_text("\n".join(md) + "\n")
     print(f"wrote {out / 'results.md'}")
+
+
+def ship_verdict(tr: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 30's item 6 for each trained arm (SFT, RL), read two ways: the rule as written (the arm beats the
+    untrained proposer: the families-resampled interval of the difference lies above 0) and the stricter one this
+    project ships by (it also beats the best zoo harness the same way). An adapter that only writes zoo files back
+    can pass the first rule and gives a user nothing that ``zoo:NAME`` or the shipped memory does not."""
+    def above(ci: dict[str, float] | None) -> bool:
+        return ci is not None and not math.isnan(ci.get("lo", math.nan)) and ci["lo"] > 0
+
+    out = []
+    for arm in ("sft", "rl"):
+        r = tr["rows"].get(arm)
+        if r is None:
+            continue
+        base, zoo_ = r.get("minus_base_families_resampled"), r.get("minus_zoo_families_resampled")
+        bz = r.get("beyond_zoo") or {}
+        out.append({"arm": arm, "label": r["label"], "minus_base": base, "beats_base": above(base),
+                    "minus_zoo": zoo_, "beats_zoo": above(zoo_), "near_copy_share": bz.get("near_copy_share"),
+                    "ship": above(base) and above(zoo_)})
+    return out
+
+
+def verdict_md(verdicts: list[dict[str, Any]]) -> list[str]:
+    """The ship decision as a table, with the rule it applies."""
+    if not verdicts:
+        return []
+    md = ["## Ship the adapter? (issue 30, item 6)", "",
+          "An adapter ships when its row beats the untrained proposer **and** the best zoo harness, each with the "
+          "families-resampled 95 % interval of the paired difference above 0. The issue's rule names only the "
+          "first; a proposer that writes zoo files back can meet it and still give nothing that `zoo:NAME` does "
+          "not.", "",
+          "| row | minus untrained [families] | above 0 | minus best zoo [families] | above 0 | "
+          "winners that are zoo near-copies | ship |", "|---|---|---|---|---|---|---|"]
+    for v in verdicts:
+        share = "" if v["near_copy_share"] is None else f"{v['near_copy_share']:.0%}"
+        md.append(f"| {v['label']} | {fmt(v['minus_base'])} | {'yes' if v['beats_base'] else 'no'} | "
+                  f"{fmt(v['minus_zoo'])} | {'yes' if v['beats_zoo'] else 'no'} | {share} | "
+                  f"**{'yes' if v['ship'] else 'no'}** |")
+    return [*md, ""]
 
 
 def kinds(k: dict[str, int] | None) -> str:
