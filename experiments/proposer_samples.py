@@ -150,16 +150,13 @@ def mark_layout_only(rows: list[dict[str, Any]], prompts: dict[str, Any]) -> Non
     the same syntax tree; only layout, comments, quotes or parentheses differ). The rows of sessions 36-37 were judged when only a
     byte-identical revision was ``no_change``; ``apply_proposal`` now calls such a sample ``no_change`` too, so the
     flag says how many of a recorded arm's valid samples the current rule would refuse."""
-    import ast
-
-    from harnesslearn.propose.edits import apply_blocks, parse_blocks
+    from harnesslearn.propose.edits import apply_blocks, parse_blocks, same_program
 
     for r in rows:
         parent = parent_of(prompts.get(r["family"], {}))
-        tree = ast.dump(ast.parse(parent))
         for smp in r["samples"]:
             child = apply_blocks(parent, parse_blocks(smp["text"]).blocks)[0] if smp["valid"] else None
-            smp["layout_only"] = child is not None and ast.dump(ast.parse(child)) == tree
+            smp["layout_only"] = child is not None and same_program(child, parent)
 
 
 def compared_rows(path: Path) -> list[dict[str, Any]]:

@@ -701,8 +701,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = read_jsonl(ret / "eval_rows.jsonl")
     grpo = _load(ret, "grpo.json")
     tr = transfer(rows)
+    ship = ship_verdict(tr)
     if rows:
-        (out / "transfer.json").write_text(json.dumps({**tr, "ship": ship_verdict(tr)}, indent=1))
+        (out / "transfer.json").write_text(json.dumps({**tr, "ship": ship}, indent=1))
     made = plots(tr, grpo, out)
     md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one H200 (small-model result)", ""]
     if a.notes and Path(a.notes).is_file():
@@ -720,7 +721,7 @@ def main(argv: list[str] | None = None) -> None:
     md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
-    md += [*verdict_md(ship_verdict(tr)), *transfer_md(tr)] if rows else [
+    md += [*verdict_md(ship), *transfer_md(tr)] if rows else [
         "No transfer table yet: the eval stage has not run on these files.", ""]
     md += [f"![{m}]({m})" for m in made]
     (out / "results.md").write_text("\n".join(md) + "\n")

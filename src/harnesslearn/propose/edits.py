@@ -172,14 +172,14 @@ def apply_proposal(source: str, text: str) -> EditResult:
     problem = check_source(new)
     if problem is not None:
         return _invalid(Reason(problem), f"the revised harness: {problem.replace('_', ' ')}", True, n)
-    if _same_program(new, normalise(source)):
+    if same_program(new, normalise(source)):
         return EditResult(False, Reason.NO_CHANGE, "the edits leave the program unchanged (only its layout or comments differ)",
                           True, True, n, None, None)
     whole = n == 1 and parsed.blocks[0].search.strip("\n") == normalise(source).strip("\n")
     return EditResult(True, None, None, True, True, n, new, harness_id(new), "rewrite" if whole else "blocks")
 
 
-def _same_program(a: str, b: str) -> bool:
+def same_program(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` are one program: the same syntax tree, without positions (comments, blank lines,
     spacing, quote style and redundant parentheses are not in it), so a proposal that only lays its parent out
     anew is not a revision. What the tree leaves out can still be seen by a harness that reads its own source

@@ -191,6 +191,7 @@ def _restore_new_chain(work: Path, src: Path) -> list[str]:
         shutil.rmtree(tmp, ignore_errors=True)
     return sorted(p.name for p in ret.iterdir())
 
+
 def _updates(ret: Path) -> int:
     f = ret / "grpo" / "state" / "state.json"
     return int(json.loads(f.read_text()).get("updates", 0)) if f.is_file() else -1
