@@ -306,7 +306,7 @@ exec "$REAL_PY" "$@"
 def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_their_urls(tmp_path: Path) -> None:
     """experiments/device/solver.sh with HL_SOLVER_PORTS: each port gets a serve_solver.py of its own (the share
     and mode passed on), `wait` waits for all of them, `urls` gives gpu_eval.py's --solver-base-url flags; a bad
-    port is refused. A fake python3 stands in for vLLM (a static server of /v1/models)."""
+    port is refused; `stop` ends every one of them and the next start begins afresh. A fake python3 stands in for vLLM (a static server of /v1/models)."""
     import socket
     import subprocess
     import time
@@ -359,6 +359,19 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         assert late.returncode == 1 and f"port {dead} has not answered yet" in late.stderr
         u = run("urls")
         assert len(u.stdout.split()) == 6 and f"port {dead} does not answer" in u.stderr
+        # stop: every server started here goes, each with its whole process group (the two-port start is one)
+        s = run("stop", "30")
+        assert s.returncode == 0 and "2 group(s)" in s.stdout, s.stdout + s.stderr
+        for port in [*ports, one]:
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert not (dev / "solver_ports").exists() and run("urls").stdout.split() == []
+        again = free_port()  # and the next start begins afresh, beside nothing
+        assert run("start", "0.3", "graphs", HL_SOLVER_PORTS=str(again)).returncode == 0
+        assert run("wait", "60").returncode == 0
+        assert run("urls").stdout.split() == ["--solver-base-url", f"http://127.0.0.1:{again}/v1"]
+        assert "1 group(s)" in run("stop").stdout
+        assert run("stop").stdout.strip() == "solver server(s) stopped: 0 group(s)"
     finally:
         subprocess.run(["pkill", "-f", "--", f"--directory {tmp_path}/www"], check=False)
         time.sleep(0.2)

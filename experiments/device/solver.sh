@@ -14,6 +14,9 @@
 #     experiments/device/solver.sh urls            # --solver-base-url URL for each server started that answers
 #                              # (gpu_eval.py: the calls spread over them by harnesslearn's endpoint pool, spec
 #                              # openai:qwen); a start while an earlier server has not answered yet is refused
+#     experiments/device/solver.sh stop [SECONDS]  # every server started here, with its engine processes: TERM,
+#                              # then KILL after SECONDS (default 60); the GPU memory is free when it returns, and
+#                              # the next start begins afresh (e.g. the eval's server with the adapters after GRPO)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
@@ -43,6 +46,7 @@ case "${1:-}" in
     export -f answers  # the detached shell below waits with the same probe
     (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" exec setsid nohup bash -c '
       script=$1 model=$2 share=$3 mode=$4 lora=$5 ports=$6 dir=$7
+      echo $$ >> "$dir/solver_pids"  # this shell leads its own session: stop signals the whole group
       while [ ! -f "$model/config.json" ]; do sleep 2; done
       set -- $ports
       if [ $# -eq 1 ]; then exec python3 "$script" "$model" "$share" "$mode" ${lora:+"$lora"} --port "$1"; fi
@@ -74,6 +78,19 @@ case "${1:-}" in
       else echo "solver.sh: the server on port $p does not answer; left out" >&2; fi
     done
     echo ;;
-  *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS] | urls" >&2
+  stop)
+    pids=$(cat "$D/solver_pids" 2>/dev/null || true)
+    alive() { for g in $pids; do kill -0 -- "-$g" 2>/dev/null && return 0; done; return 1; }
+    for g in $pids; do kill -TERM -- "-$g" 2>/dev/null || true; done
+    end=$((SECONDS + ${2:-60}))
+    while alive && [ $SECONDS -lt $end ]; do sleep 1; done
+    if alive; then
+      for g in $pids; do kill -KILL -- "-$g" 2>/dev/null || true; done
+      sleep 2
+    fi
+    alive && { echo "solver.sh: a server's processes outlived SIGKILL (groups: $pids)" >&2; exit 1; }
+    rm -f "$PORTS_FILE" "$D/solver_pids"
+    echo "solver server(s) stopped: $(echo $pids | wc -w) group(s)" ;;
+  *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS] | urls | stop [SECONDS]" >&2
      exit 2 ;;
 esac
