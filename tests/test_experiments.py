@@ -377,6 +377,55 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         time.sleep(0.2)
 
 
+FAKE_RUN_PY = """#!/bin/bash
+# python3 for jobs.sh's test: a qwen12.py run only says what it was given; anything else is the real python
+if [ "$1" = experiments/qwen12.py ]; then echo "run $PWD ${*:2}" >> "$FAKE_ROOT/order"; exit 0; fi
+exec "$REAL_PY" "$@"
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_jobs_sh_runs_runs_and_shell_steps_in_order_detached_and_goes_on_after_a_failed_step(tmp_path: Path) -> None:
+    """experiments/device/jobs.sh: each argument is a qwen12.py run (with the model, the shared solver and issue 31's
+    engine setting before the job's own options) or, beginning with '!', a shell command; they run one after another,
+    detached, in a copy of the repository; a failing step is logged and the next one runs; jobs.done comes last."""
+    import subprocess
+    import time
+
+    bin_dir, dev = tmp_path / "bin", tmp_path / "dev"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(FAKE_RUN_PY)
+    (bin_dir / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "HL_RUNTIME"}
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "REAL_PY": sys.executable, "FAKE_ROOT": str(tmp_path),
+                "HL_DEV_DIR": str(dev), "HL_MODEL": "/m"})
+    jobs = ["--work /w --stages grpo", "!echo step $PWD >> $FAKE_ROOT/order && exit 3", "--work /w --stages eval"]
+    p = subprocess.run(["bash", str(EXP / "device" / "jobs.sh"), *jobs], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and "started 3 job(s)" in p.stdout, p.stdout + p.stderr
+    end = time.monotonic() + 60
+    while not (dev / "jobs.done").exists() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert (dev / "jobs.done").exists(), (dev / "jobs.log").read_text()
+    src = dev / "jobs-src"
+    order = (tmp_path / "order").read_text().splitlines()
+    engine = "--runtime.executor shards:4 --runtime.concurrency 256 --runtime.spare-slots 0"
+    assert order == [
+        f"run {src} run --model /m --solver openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true "
+        f"{engine} --work /w --stages grpo",
+        f"step {src}",
+        f"run {src} run --model /m --solver openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true "
+        f"{engine} --work /w --stages eval"], order
+    log = (dev / "jobs.log").read_text()
+    assert "step 1 of 3" in log and "step 2 failed: exit 3" in log and "step 3 of 3" in log, log
+    assert (src / "experiments" / "qwen12.py").exists() and (src / "src" / "harnesslearn").is_dir()
+    end = time.monotonic() + 30  # the metrics sampler ends once the jobs have ended
+    while subprocess.run(["pgrep", "-f", f"{src}/experiments/device/sample.sh"], capture_output=True).returncode == 0:
+        assert time.monotonic() < end, "sample.sh outlived the jobs"
+        time.sleep(0.5)
+    assert (dev / "metrics.log").read_text().startswith("# t running waiting")
+
+
 def test_reward_anatomy_reads_the_timing_of_newer_rollouts_and_skips_older_ones(tmp_path: Path) -> None:
     import gzip
 

@@ -3,20 +3,33 @@
 # now (the device replaces the repository folder on every call). Each argument is the argument string of
 # one `qwen12.py run` (with its own --work); the solver is the shared server of solver.sh unless a job
 # names another. Log /tmp/dev/jobs.log; /tmp/dev/jobs.done appears when all have ended.
+# An argument that begins with '!' is a shell command instead, run at its turn in the same copy of the
+# repository: a step between stages, such as the solver server restarted with the adapters that the stages
+# before it trained. Each step's start is logged with its time; a step that fails is logged, and the next runs.
 # The sandbox runs with issue 31's engine setting (HL_RUNTIME; a job's own --runtime.* options come later and
 # win): 4 trusted shards, 256 runs in flight, no spare slots (benchmarks/gpu_eval.py on an H100: 9,720 solver
 # tok/s against 6,940 for one trusted process). HL_RUNTIME="" gives the settings' own (local, 192 + 48 spare).
 #     experiments/device/jobs.sh "--work /tmp/w1 --stages grpo ..." "--work /tmp/w2 ..."
+#     experiments/device/jobs.sh "--work /tmp/w --stages sft --force" "!bash experiments/device/solver.sh stop
+#       && bash experiments/device/solver.sh start 0.3 graphs sft=DIR && bash experiments/device/solver.sh wait 300"
+#       "--work /tmp/w --stages eval ..."
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
-D=/tmp/dev
+D="${HL_DEV_DIR:-/tmp/dev}"  # the device's scratch folder (a test gives its own)
+export HL_DEV_DIR="$D"       # for the steps and sample.sh
 rm -rf "$D/jobs-src" "$D/jobs.done" && mkdir -p "$D/jobs-src" && cp -r src experiments "$D/jobs-src/"
 SOLVER='openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true'
 RUNTIME="${HL_RUNTIME---runtime.executor shards:4 --runtime.concurrency 256 --runtime.spare-slots 0}"
 {
+  i=0
   for job in "$@"; do
-    echo "cd $D/jobs-src && PYTHONPATH=/tmp/site:$D/jobs-src/src python3 experiments/qwen12.py run --model $HL_MODEL --solver '$SOLVER' $RUNTIME $job || true"
+    i=$((i + 1))
+    echo "echo \"[jobs \$(date +%T)] step $i of $#\""
+    case "$job" in
+      '!'*) echo "(cd $D/jobs-src && ${job#!}) || { rc=\$?; echo \"[jobs \$(date +%T)] step $i failed: exit \$rc\"; }" ;;
+      *) echo "cd $D/jobs-src && PYTHONPATH=/tmp/site:$D/jobs-src/src python3 experiments/qwen12.py run --model $HL_MODEL --solver '$SOLVER' $RUNTIME $job || true" ;;
+    esac
   done
   echo "touch $D/jobs.done"
 } > "$D/jobs.run"

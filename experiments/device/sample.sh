@@ -4,9 +4,9 @@
 # (vLLM's /metrics), the host's 1-minute load, GPU utilization %. It tells which side caps a stage: an
 # engine with few requests running while the load is near the core count is capped by the trusted side.
 set -uo pipefail
-EVERY=${1:-10}; LOG=/tmp/dev/metrics.log
+EVERY=${1:-10}; D="${HL_DEV_DIR:-/tmp/dev}"; LOG="$D/metrics.log"
 echo "# t running waiting gen_tokens load1 gpu_util" >> "$LOG"
-while [ ! -f /tmp/dev/jobs.done ]; do
+while [ ! -f "$D/jobs.done" ]; do
   m=$(python3 - <<'PY' 2>/dev/null
 import re, urllib.request
 t = urllib.request.urlopen("http://127.0.0.1:8000/metrics", timeout=3).read().decode()
