@@ -295,6 +295,7 @@ FAKE_PY = """#!/bin/bash
 # python3 for solver.sh's test: serve_solver.py becomes a static server of v1/models on its --port
 if [[ "$1" == *serve_solver.py ]]; then
   echo "$@" >> "$FAKE_ROOT/served"
+  [ -n "${FAKE_EXIT:-}" ] && exit 1  # a server that fails at its start (a bad adapter path, no memory)
   port=8000; args=("$@"); for i in "${!args[@]}"; do [ "${args[$i]}" = --port ] && port=${args[$((i + 1))]}; done
   exec "$REAL_PY" -m http.server "$port" --bind 127.0.0.1 --directory "$FAKE_ROOT/www"
 fi
@@ -306,7 +307,8 @@ exec "$REAL_PY" "$@"
 def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_their_urls(tmp_path: Path) -> None:
     """experiments/device/solver.sh with HL_SOLVER_PORTS: each port gets a serve_solver.py of its own (the share
     and mode passed on), `wait` waits for all of them, `urls` gives gpu_eval.py's --solver-base-url flags; a bad
-    port is refused; `stop` ends every one of them and the next start begins afresh. A fake python3 stands in for vLLM (a static server of /v1/models)."""
+    port is refused; `stop` ends every one of them and the next start begins afresh; `wait` gives up at once on a
+    server that exited. A fake python3 stands in for vLLM (a static server of /v1/models)."""
     import socket
     import subprocess
     import time
@@ -372,6 +374,11 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         assert run("urls").stdout.split() == ["--solver-base-url", f"http://127.0.0.1:{again}/v1"]
         assert "1 group(s)" in run("stop").stdout
         assert run("stop").stdout.strip() == "solver server(s) stopped: 0 group(s)"
+        t = time.monotonic()  # a server that exits at its start: `wait` says so at once, not after its time
+        assert run("start", "0.3", "graphs", HL_SOLVER_PORTS=str(free_port()), FAKE_EXIT="1").returncode == 0
+        w = run("wait", "120")
+        assert w.returncode == 1 and "exited before it answered" in w.stdout, w.stdout + w.stderr
+        assert time.monotonic() - t < 60
     finally:
         subprocess.run(["pkill", "-f", "--", f"--directory {tmp_path}/www"], check=False)
         time.sleep(0.2)

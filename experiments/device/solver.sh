@@ -10,7 +10,8 @@
 #                              # more servers of the same model on the one GPU (default port 8000), each with SHARE
 #                              # and its own engine core, started one after the other (two vLLM engines profiling
 #                              # GPU memory at once misread it); logs /tmp/dev/solver-PORT.log
-#     experiments/device/solver.sh wait [SECONDS]  # until every server started answers (default 600 s); exit 1 if not
+#     experiments/device/solver.sh wait [SECONDS]  # until every server started answers (default 600 s); exit 1 if not,
+#                              # at once where every server started has exited (a bad adapter path, no memory)
 #     experiments/device/solver.sh urls            # --solver-base-url URL for each server started that answers
 #                              # (gpu_eval.py: the calls spread over them by harnesslearn's endpoint pool, spec
 #                              # openai:qwen); a start while an earlier server has not answered yet is refused
@@ -24,6 +25,8 @@ D="${HL_DEV_DIR:-/tmp/dev}"  # the device's scratch folder (a test gives its own
 PORTS_FILE="$D/solver_ports"
 answers() { python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$1/v1/models', timeout=3)" 2>/dev/null; }
 listed() { awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || true; }  # the ports started on this machine, in order
+pids() { cat "$D/solver_pids" 2>/dev/null || true; }  # the process group of each start (its detached shell)
+alive() { for g in $(pids); do kill -0 -- "-$g" 2>/dev/null && return 0; done; return 1; }
 case "${1:-}" in
   start)
     ports=$(echo ${HL_SOLVER_PORTS:-8000})  # one space between ports
@@ -67,6 +70,10 @@ case "${1:-}" in
     ports=$(listed); for p in ${ports:-8000}; do
       until answers "$p"; do
         [ $SECONDS -lt $end ] || { echo "solver on port $p did not answer"; tail -5 "$D"/solver*.log; exit 1; }
+        # every server started here has exited (a bad adapter path, no GPU memory): no use waiting out the time
+        if [ -n "$(pids)" ] && ! alive; then
+          echo "solver on port $p: the server exited before it answered"; tail -5 "$D"/solver*.log; exit 1
+        fi
         sleep 3
       done
     done
@@ -79,18 +86,17 @@ case "${1:-}" in
     done
     echo ;;
   stop)
-    pids=$(cat "$D/solver_pids" 2>/dev/null || true)
-    alive() { for g in $pids; do kill -0 -- "-$g" 2>/dev/null && return 0; done; return 1; }
-    for g in $pids; do kill -TERM -- "-$g" 2>/dev/null || true; done
+    groups=$(pids)
+    for g in $groups; do kill -TERM -- "-$g" 2>/dev/null || true; done
     end=$((SECONDS + ${2:-60}))
     while alive && [ $SECONDS -lt $end ]; do sleep 1; done
     if alive; then
-      for g in $pids; do kill -KILL -- "-$g" 2>/dev/null || true; done
+      for g in $groups; do kill -KILL -- "-$g" 2>/dev/null || true; done
       sleep 2
     fi
-    alive && { echo "solver.sh: a server's processes outlived SIGKILL (groups: $pids)" >&2; exit 1; }
+    alive && { echo "solver.sh: a server's processes outlived SIGKILL (groups: $groups)" >&2; exit 1; }
     rm -f "$PORTS_FILE" "$D/solver_pids"
-    echo "solver server(s) stopped: $(echo $pids | wc -w) group(s)" ;;
+    echo "solver server(s) stopped: $(echo $groups | wc -w) group(s)" ;;
   *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS] | urls | stop [SECONDS]" >&2
      exit 2 ;;
 esac
