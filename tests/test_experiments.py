@@ -307,8 +307,8 @@ exec "$REAL_PY" "$@"
 def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_their_urls(tmp_path: Path) -> None:
     """experiments/device/solver.sh with HL_SOLVER_PORTS: each port gets a serve_solver.py of its own (the share
     and mode passed on), `wait` waits for all of them, `urls` gives gpu_eval.py's --solver-base-url flags; a bad
-    port is refused; `stop` ends every one of them and the next start begins afresh; `wait` gives up at once on a
-    server that exited. A fake python3 stands in for vLLM (a static server of /v1/models)."""
+    port is refused; `stop` ends every one of them and the next start begins afresh; an adapter whose folder is
+    missing is left out; `wait` gives up at once on a server that exited. A fake python3 stands in for vLLM (a static server of /v1/models)."""
     import socket
     import subprocess
     import time
@@ -368,9 +368,12 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
             with pytest.raises(OSError):
                 socket.create_connection(("127.0.0.1", port), timeout=5).close()
         assert not (dev / "solver_ports").exists() and run("urls").stdout.split() == []
-        again = free_port()  # and the next start begins afresh, beside nothing
-        assert run("start", "0.3", "graphs", HL_SOLVER_PORTS=str(again)).returncode == 0
+        again = free_port()  # and the next start begins afresh, beside nothing; a missing adapter folder is left out
+        st = run("start", "0.3", "graphs", f"sft={tmp_path}/no-sft,rl={model}", HL_SOLVER_PORTS=str(again))
+        assert st.returncode == 0 and f"no adapter folder {tmp_path}/no-sft: sft left out" in st.stderr, st.stderr
         assert run("wait", "60").returncode == 0
+        assert (tmp_path / "served").read_text().splitlines()[-1].split()[1:] == [
+            str(model), "0.3", "graphs", f"rl={model}", "--port", str(again)]
         assert run("urls").stdout.split() == ["--solver-base-url", f"http://127.0.0.1:{again}/v1"]
         assert "1 group(s)" in run("stop").stdout
         assert run("stop").stdout.strip() == "solver server(s) stopped: 0 group(s)"

@@ -5,7 +5,8 @@
 #                              # serves it with SHARE (default 0.3) of GPU memory; MODE eager | graphs | compile
 #                              # (default compile; serve_solver.py says what each costs and gains; a graphs or
 #                              # compile server that fails is replaced by an eager one); LORA sft=DIR,rl=DIR: the
-#                              # adapters served by name too (the eval and musique stages' arms); log /tmp/dev/solver.log
+#                              # adapters served by name too (the eval and musique stages' arms; one whose folder is
+#                              # missing is left out, said so); log /tmp/dev/solver.log
 #     HL_SOLVER_PORTS="8001 8002" experiments/device/solver.sh start [SHARE] [MODE]
 #                              # more servers of the same model on the one GPU (default port 8000), each with SHARE
 #                              # and its own engine core, started one after the other (two vLLM engines profiling
@@ -43,6 +44,12 @@ case "${1:-}" in
     if [ ! -s "$PORTS_FILE" ]; then
       rm -rf "$D/solver-src" && cp -r src "$D/solver-src" && cp experiments/device/serve_solver.py "$D/serve_solver.py"
     fi
+    # an adapter whose folder is missing (its training stage failed) is left out, said so: vLLM would not start
+    lora=""; IFS=, read -ra items <<< "${4:-}"
+    for it in "${items[@]}"; do
+      if [ -d "${it#*=}" ]; then lora="${lora:+$lora,}$it"
+      else echo "solver.sh: no adapter folder ${it#*=}: ${it%%=*} left out" >&2; fi
+    done
     for p in $ports; do echo "$p" >> "$PORTS_FILE"; done
     # the arguments go to the detached shell as its own positional parameters, never pasted into its script
     log="$D/solver.log"; [ "$ports" = 8000 ] || log="$D/solver-$(echo $ports | tr ' ' '-').log"
@@ -62,7 +69,7 @@ case "${1:-}" in
         done
         echo "solver on port $p $state"
       done
-      wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" "${4:-}" "$ports" "$D") \
+      wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" "$lora" "$ports" "$D") \
       > "$log" 2>&1 < /dev/null &  # every descriptor to the log: nothing holds the caller's output open
     echo "solver server(s) starting on port(s) $ports, mode ${3:-compile} (log $log)" ;;
   wait)
