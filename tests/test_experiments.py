@@ -377,6 +377,12 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         assert run("urls").stdout.split() == ["--solver-base-url", f"http://127.0.0.1:{again}/v1"]
         assert "1 group(s)" in run("stop").stdout
         assert run("stop").stdout.strip() == "solver server(s) stopped: 0 group(s)"
+        quick = free_port()  # a stop right after a start finds the server it started (its group is recorded first)
+        assert run("start", "0.3", "graphs", HL_SOLVER_PORTS=str(quick)).returncode == 0
+        assert "1 group(s)" in run("stop").stdout
+        time.sleep(1)
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", quick), timeout=5).close()
         t = time.monotonic()  # a server that exits at its start: `wait` says so at once, not after its time
         assert run("start", "0.3", "graphs", HL_SOLVER_PORTS=str(free_port()), FAKE_EXIT="1").returncode == 0
         w = run("wait", "120")
@@ -398,7 +404,8 @@ exec "$REAL_PY" "$@"
 def test_jobs_sh_runs_runs_and_shell_steps_in_order_detached_and_goes_on_after_a_failed_step(tmp_path: Path) -> None:
     """experiments/device/jobs.sh: each argument is a qwen12.py run (with the model, the shared solver and issue 31's
     engine setting before the job's own options) or, beginning with '!', a shell command; they run one after another,
-    detached, in a copy of the repository; a failing step is logged and the next one runs; jobs.done comes last."""
+    detached, in a copy of the repository (the code on PYTHONPATH too); a failing step, even one that does not
+    parse, is logged and the next one runs; jobs.done comes last."""
     import subprocess
     import time
 
@@ -409,10 +416,11 @@ def test_jobs_sh_runs_runs_and_shell_steps_in_order_detached_and_goes_on_after_a
     env = {k: v for k, v in os.environ.items() if k != "HL_RUNTIME"}
     env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "REAL_PY": sys.executable, "FAKE_ROOT": str(tmp_path),
                 "HL_DEV_DIR": str(dev), "HL_MODEL": "/m"})
-    jobs = ["--work /w --stages grpo", "!echo step $PWD >> $FAKE_ROOT/order && exit 3", "--work /w --stages eval"]
+    jobs = ["--work /w --stages grpo", "!echo step $PWD $PYTHONPATH >> $FAKE_ROOT/order && exit 3",
+            "!echo 'a typo, never closed", "--work /w --stages eval"]
     p = subprocess.run(["bash", str(EXP / "device" / "jobs.sh"), *jobs], env=env, capture_output=True, text=True,
                        timeout=120)
-    assert p.returncode == 0 and "started 3 job(s)" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "started 4 job(s)" in p.stdout, p.stdout + p.stderr
     end = time.monotonic() + 60
     while not (dev / "jobs.done").exists() and time.monotonic() < end:
         time.sleep(0.2)
@@ -423,11 +431,13 @@ def test_jobs_sh_runs_runs_and_shell_steps_in_order_detached_and_goes_on_after_a
     assert order == [
         f"run {src} run --model /m --solver openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true "
         f"{engine} --work /w --stages grpo",
-        f"step {src}",
+        f"step {src} /tmp/site:{src}/src",  # a step runs against the copy of the code, as the runs do
         f"run {src} run --model /m --solver openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true "
         f"{engine} --work /w --stages eval"], order
     log = (dev / "jobs.log").read_text()
-    assert "step 1 of 3" in log and "step 2 failed: exit 3" in log and "step 3 of 3" in log, log
+    # a failed step, even one that does not parse, is logged and the next one runs
+    assert "step 1 of 4" in log and "step 2 failed: exit 3" in log and "step 3 failed: exit 2" in log, log
+    assert "step 4 of 4" in log, log
     assert (src / "experiments" / "qwen12.py").exists() and (src / "src" / "harnesslearn").is_dir()
     end = time.monotonic() + 30  # the metrics sampler ends once the jobs have ended
     while subprocess.run(["pgrep", "-f", f"{src}/experiments/device/sample.sh"], capture_output=True).returncode == 0:

@@ -27,7 +27,14 @@ PORTS_FILE="$D/solver_ports"
 answers() { python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$1/v1/models', timeout=3)" 2>/dev/null; }
 listed() { awk '!seen[$0]++' "$PORTS_FILE" 2>/dev/null || true; }  # the ports started on this machine, in order
 pids() { cat "$D/solver_pids" 2>/dev/null || true; }  # the process group of each start (its detached shell)
-alive() { for g in $(pids); do kill -0 -- "-$g" 2>/dev/null && return 0; done; return 1; }
+# a group counts while one of its processes is not a zombie (an orphan that nothing reaped yet has ended)
+alive() {
+  local g
+  for g in $(pids); do
+    ps -eo pgid=,stat= | awk -v g="$g" '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}' && return 0
+  done
+  return 1
+}
 case "${1:-}" in
   start)
     ports=$(echo ${HL_SOLVER_PORTS:-8000})  # one space between ports
@@ -53,6 +60,7 @@ case "${1:-}" in
     for p in $ports; do echo "$p" >> "$PORTS_FILE"; done
     # the arguments go to the detached shell as its own positional parameters, never pasted into its script
     log="$D/solver.log"; [ "$ports" = 8000 ] || log="$D/solver-$(echo $ports | tr ' ' '-').log"
+    n=$(pids | wc -w)  # the starts recorded so far
     export -f answers  # the detached shell below waits with the same probe
     (cd "$D" && PYTHONPATH="/tmp/site:$D/solver-src" exec setsid nohup bash -c '
       script=$1 model=$2 share=$3 mode=$4 lora=$5 ports=$6 dir=$7
@@ -71,6 +79,8 @@ case "${1:-}" in
       done
       wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" "$lora" "$ports" "$D") \
       > "$log" 2>&1 < /dev/null &  # every descriptor to the log: nothing holds the caller's output open
+    # the detached shell records its group before this returns: a stop right after a start must find it
+    for _ in $(seq 50); do [ "$(pids | wc -w)" -gt "$n" ] && break; sleep 0.1; done
     echo "solver server(s) starting on port(s) $ports, mode ${3:-compile} (log $log)" ;;
   wait)
     end=$((SECONDS + ${2:-600}))
