@@ -30,9 +30,19 @@ done
 pack "$@"
 # the kernels compiled this stretch, for the next one (jitcache.sh), once every job has ended: compressing the
 # caches takes seconds to tens of seconds after the wait, so the call's limit needs that much beyond T
+# and only where it fits what a call brings back (8 files, 64 MiB): the results come first, and the last cache
+# (.keep/jitcache.tar here) serves again when this one stays behind
 if [ -f /tmp/dev/jobs.done ] && [ ! -f "$OUT/jitcache.tar" ]; then
-  bash experiments/device/jitcache.sh out /tmp/dev/jitcache-out.tar && [ -f /tmp/dev/jitcache-out.tar ] \
-    && mv /tmp/dev/jitcache-out.tar "$OUT/jitcache.tar"
+  bash experiments/device/jitcache.sh out /tmp/dev/jitcache-out.tar
+  if [ -f /tmp/dev/jitcache-out.tar ]; then
+    files=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+    bytes=$(( $(du -cb "$OUT" | tail -1 | cut -f1) + $(stat -c %s /tmp/dev/jitcache-out.tar) ))
+    if [ "$files" -lt 8 ] && [ "$bytes" -lt $((62 * 1024 * 1024)) ]; then
+      mv /tmp/dev/jitcache-out.tar "$OUT/jitcache.tar"
+    else
+      echo "jitcache.tar left on the machine: \$OUT holds $files files, $bytes bytes with it (8 files, 64 MiB)"
+    fi
+  fi
 fi
 tail -c 4000 /tmp/dev/jobs.log
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader || true

@@ -262,6 +262,43 @@ def _snapshot(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
+def test_collect_sends_an_fp32_adapter_back_in_bf16_and_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
+    """The SFT stage saves its adapter in fp32 (35 MB for the 1.5B); collect packs a bf16 copy of it, so that it,
+    the GRPO state and the kernel cache fit the 8 files and 64 MiB that come back from a device call. The folder
+    on the machine keeps its fp32 weights; an adapter already in bf16 (the GRPO state's) travels as it is."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    ret = tmp_path / "w" / "ret"
+    (ret / "sft_adapter").mkdir(parents=True)
+    (ret / "grpo" / "state" / "adapter").mkdir(parents=True)
+    (ret / "status.json").write_text("{}")
+    gen = torch.Generator().manual_seed(0)
+    fp32 = {"a.lora_A.weight": torch.randn(32, 256, generator=gen), "step": torch.tensor([7], dtype=torch.int64)}
+    save_file(fp32, str(ret / "sft_adapter" / "adapter_model.safetensors"))
+    (ret / "sft_adapter" / "adapter_config.json").write_text('{"r": 32}')
+    bf16 = {"b.lora_B.weight": torch.randn(256, 32, generator=gen).to(torch.bfloat16)}
+    save_file(bf16, str(ret / "grpo" / "state" / "adapter" / "adapter_model.safetensors"))
+    grpo_bytes = (ret / "grpo" / "state" / "adapter" / "adapter_model.safetensors").read_bytes()
+    sft_bytes = (ret / "sft_adapter" / "adapter_model.safetensors").read_bytes()
+
+    out = collect(tmp_path / "w", tmp_path / "out")
+    assert "sft_adapter.tar.00" in out and "grpo_state.tar.00" in out
+    back = tmp_path / "back"
+    for ad in ("sft_adapter", "grpo_state"):
+        data = b"".join((tmp_path / "out" / f).read_bytes() for f in sorted(out) if f.startswith(ad + ".tar."))
+        (tmp_path / f"{ad}.tar").write_bytes(data)
+        with tarfile.open(tmp_path / f"{ad}.tar") as tf:
+            tf.extractall(back, filter="data")
+    got = load_file(str(back / "sft_adapter" / "adapter_model.safetensors"))
+    assert got["a.lora_A.weight"].dtype == torch.bfloat16 and got["step"].dtype == torch.int64
+    assert torch.equal(got["a.lora_A.weight"], fp32["a.lora_A.weight"].to(torch.bfloat16))
+    assert (back / "sft_adapter" / "adapter_config.json").read_text() == '{"r": 32}'
+    assert (back / "grpo" / "state" / "adapter" / "adapter_model.safetensors").read_bytes() == grpo_bytes
+    assert (ret / "sft_adapter" / "adapter_model.safetensors").read_bytes() == sft_bytes  # the machine's copy
+    assert not list((tmp_path / "w").glob(".*.bf16"))  # no scratch copy left behind
+
+
 def _returned(tmp_path: Path, name: str, updates: int, rows: int = 2) -> Path:
     """What a stretch's watch brings back for a ret at ``updates``: collect's files as WORK.FILE, and two extras."""
     _ret_at(tmp_path / name, updates, rows)
