@@ -189,4 +189,7 @@ def same_program(a: str, b: str) -> bool:
     try:
         return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return [x.rstrip() for x in a.split("\n") if x.strip()] == [x.rstrip() for x in b.split("\n") if x.strip()]
+        def lines(src: str) -> list[str]:
+            return [x.rstrip() for x in src.split("\n") if x.strip()]
+
+        return lines(a) == lines(b)

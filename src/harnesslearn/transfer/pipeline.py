@@ -111,11 +111,12 @@ def collect(work: str | Path, out: str | Path, *, adapters: bool = True) -> list
         d = ret / rel
         if not d.is_dir():
             continue
-        tar = Path(work) / f"{ad}.tar"
-        view = _bf16_view(d, Path(work) / f".{ad}.bf16")
-        with tarfile.open(tar, "w") as tf:
-            tf.add(view, arcname=rel)
-        shutil.rmtree(Path(work) / f".{ad}.bf16", ignore_errors=True)
+        tar, scratch = Path(work) / f"{ad}.tar", Path(work) / f".{ad}.bf16"
+        try:
+            with tarfile.open(tar, "w") as tf:
+                tf.add(_bf16_view(d, scratch), arcname=rel)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         data = tar.read_bytes()
         for k in range(0, len(data), PART):
             (dst / f"{ad}.tar.{k // PART:02d}").write_bytes(data[k:k + PART])
@@ -127,18 +128,23 @@ def _bf16_view(adapter: Path, tmp: Path) -> Path:
     r=32 on q/k/v/o of the 1.5B: with the GRPO state and the kernel cache that was more than the 8 files and
     64 MiB a device call returns), a copy in ``tmp``; the folder itself when nothing in it is float32. bf16 is
     what the GRPO state keeps and what vLLM serves the adapters in."""
+    from safetensors import safe_open
+
+    def has_fp32(f: Path) -> bool:  # from the file's header: no torch, no weights read (watch.sh packs every 30 s)
+        with safe_open(str(f), "numpy") as st:
+            return any(st.get_slice(k).get_dtype() == "F32" for k in st.keys())
+
+    files = [f for f in sorted(adapter.glob("*.safetensors")) if has_fp32(f)]
+    if not files:
+        return adapter
     import torch
     from safetensors.torch import load_file, save_file
 
-    files = sorted(adapter.glob("*.safetensors"))
-    tensors = {f: load_file(str(f)) for f in files}
-    if not any(t.dtype == torch.float32 for ts in tensors.values() for t in ts.values()):
-        return adapter
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(adapter, tmp)
-    for f, ts in tensors.items():
-        save_file({k: (t.to(torch.bfloat16) if t.dtype == torch.float32 else t).contiguous() for k, t in ts.items()},
-                  str(tmp / f.name), metadata={"format": "pt"})
+    for f in files:
+        save_file({k: (t.to(torch.bfloat16) if t.dtype == torch.float32 else t).contiguous()
+                   for k, t in load_file(str(f)).items()}, str(tmp / f.name), metadata={"format": "pt"})
     return tmp
 
 
