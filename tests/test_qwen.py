@@ -113,3 +113,36 @@ def test_the_qwen_demo_shows_the_shipped_memory_and_its_proposer_borrows_from_it
     sources = [(rd / "harnesses" / f"{h}.py").read_text() for _, v, h in rows if v and h]
     assert any("model.python" in s for s in sources), sources
     assert out["test_J"] is not None and out["seed_test_J"] is not None
+
+
+def test_the_shipped_rl_adapter_writes_the_zoo_interpreter_loop_on_an_unseen_family_and_the_base_model_does_not(
+        ) -> None:
+    """``local:...?adapter=rl`` for real on llama.cpp (the GRPO-trained proposer shipped with the package, converted
+    to a GGUF LoRA): greedy, on the eval stage's prompt for gcd (a family it never trained on; the prompt the
+    device's eval sent, kept in tests/data), its revision is valid and a near-copy of the zoo's interpreter loop,
+    as all 14 of its winning revisions in the transfer table are; the untrained model's reply to the same prompt
+    is not. At most 768 + 768 tokens (~1-2 minutes on 2 cores)."""
+    from harnesslearn import zoo
+    from harnesslearn.harness import load_harness
+    from harnesslearn.propose.edits import apply_proposal
+    from harnesslearn.propose.formats import by_name
+    from harnesslearn.propose.rounds import sample
+
+    messages = json.loads((ROOT / "tests" / "data" / "eval_prompt_gcd.json").read_text())
+    seed = load_harness("minimal").source
+
+    async def revision(spec: str) -> tuple[bool, dict[str, object] | None]:
+        m = load_model(spec, cache=False)
+        try:
+            text, _, _ = await sample(m, by_name("chat-prefill"), messages, temperature=0.0, max_tokens=768,
+                                      source=seed)
+        finally:
+            await m.aclose()
+        r = apply_proposal(seed, text)
+        return r.valid, zoo.near(r.source) if r.valid and r.source is not None else None
+
+    valid, near = asyncio.run(revision(f"local:{QWEN}?adapter=rl"))
+    assert valid and near is not None and near["name"] == "interpreter_loop", near
+    assert float(near["ratio"]) >= zoo.NEAR_COPY, near  # type: ignore[arg-type]
+    valid, near = asyncio.run(revision(f"local:{QWEN}"))
+    assert not (valid and near is not None and float(near["ratio"]) >= zoo.NEAR_COPY), near  # type: ignore[arg-type]

@@ -127,7 +127,8 @@ def demo(
         "--model", help="Solver and proposer model spec.")] = "local:gemma-3-270m",
     proposer: Annotated[str | None, typer.Option(
         "--proposer", help="Another proposer than --model, e.g. a trained one: "
-        "'local:qwen2.5-coder-1.5b-instruct?adapter=DIR' (the demo's settings stay --model's).")] = None,
+        "'local:qwen2.5-coder-1.5b-instruct?adapter=DIR', or the GRPO-trained one shipped with the package: "
+        "'local:qwen2.5-coder-1.5b-instruct?adapter=rl' (the demo's settings stay --model's).")] = None,
     isolation: IsolationOpt = None,
     unsafe_no_sandbox: UnsafeOpt = False,
     memory: Annotated[bool, typer.Option(

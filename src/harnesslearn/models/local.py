@@ -7,7 +7,8 @@ tok/s, Qwen 1.5B 12-20 tok/s for one sequence on 2 cores), else transformers, wh
 bfloat16 copy converted once from the GGUF (``embedded.ensure_hf_copy``, minutes the first
 time; later loads take seconds). ``engine=llamacpp`` or ``engine=hf`` forces one. A one-time
 line on stderr says where the file is and which engine runs it. ``adapter=DIR``: a LoRA adapter (a proposer
-trained on this model with ``harnesslearn train``): on llama.cpp it is converted once to a GGUF LoRA file
+trained on this model with ``harnesslearn train``), or ``adapter=NAME`` for one shipped with the package
+(``harnesslearn.adapters``: ``rl``, the GRPO-trained proposer of the 1.5B): on llama.cpp it is converted once to a GGUF LoRA file
 (``models/lora_gguf.py``, cached by content) and applied at load; on transformers it is merged into the weights at
 load (``engine=auto`` picks transformers for a model whose architecture has no llama.cpp LoRA form here: Gemma).
 The cache names the adapter's content either way.
@@ -57,6 +58,10 @@ class LocalBackend(Backend):
         self.engine = best_engine() if engine == "auto" else engine
         if adapter and engine == "auto" and info.arch not in LORA_ARCHS:  # no llama.cpp LoRA form: transformers
             self.engine = "hf"
+        if adapter:
+            from harnesslearn.adapters import resolve
+
+            adapter = resolve(name, adapter)  # a shipped adapter's name -> its folder in the package
         self.adapter_digest = adapter_sha(adapter) if adapter else None  # UserError for a folder without one
         self.path = ensure_gguf(name)
         self.chat = info.chat
