@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> None:
     if rows:
         (out / "transfer.json").write_text(json.dumps({**tr, "ship": ship}, indent=1))
     made = plots(tr, grpo, out)
-    md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one H200 (small-model result)", ""]
+    md = ["# Issue 12: Qwen2.5-Coder-1.5B-Instruct solver and proposer on one GPU (H200 or H100: each stretch's notes say which; small-model result)", ""]
     if a.notes and Path(a.notes).is_file():
         md += [Path(a.notes).read_text().strip(), ""]
     md += sft_sections(_load(ret, "sftdata.json"), _load(ret, "sft.json"))
