@@ -48,6 +48,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,11 @@ def build_solver(spec: str, executor: str, lanes: int, base_urls: list[str] | No
     return load_model(spec, base_url=base_urls or None, cache=False, concurrency=served_limit(spec, lanes))
 
 
-async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
+async def measure(a: argparse.Namespace, spec: str,
+                  save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The figures of one measurement. ``save`` gets them as soon as the drain ends, before the runtime closes:
+    closing 200-odd sandbox slots can take longer than what is left of a caller's ``timeout`` (stretch 11 lost
+    two rows that way)."""
     tasks = {f: load_task(f"rg:{f}") for f in a.families}
     problems = {f: t.problems("test", a.n_problems, a.seed) for f, t in tasks.items()}
     harnesses = {(h, f): (load_harness("minimal") if h == "minimal" else zoo_build(h, tasks[f], a.seed))
@@ -160,37 +165,40 @@ async def measure(a: argparse.Namespace, spec: str) -> dict[str, Any]:
         await asyncio.gather(*lanes, return_exceptions=True)
         log(f"stopped: {len(pending)} runs in flight cancelled after a {a.drain:g} s drain")
         engine.stop()
-    sampler.stop()
-    span = t_stop - t_warm
-    window = [r for r in done if t_warm <= r["t1"] <= t_stop]
-    lat = [c[0] for r in window for c in r["calls"]]
-    # counted from the runs' own call records (the driver's solver does not see a shard's calls)
-    gen = sum(c[1] or 0 for r in window for c in r["calls"])
-    calls = sum(len(r["calls"]) for r in window)
-    prompt = sum(c[2] or 0 for r in window for c in r["calls"])
-    by_h: dict[str, Any] = {}
-    for h in a.harnesses:
-        rs = [r for r in done if r["harness"] == h and r["score"] is not None]
-        by_h[h] = {"runs": len(rs), "mean_score": round(statistics.fmean(r["score"] for r in rs), 3) if rs else None,
-                   "ok": sum(r["status"] == "ok" for r in rs)}
-    statuses: dict[str, int] = {}
-    for r in window:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    return {
-        "solver_tokens_per_s": round(gen / span, 1), "prompt_tokens_per_s": round(prompt / span, 1),
-        "solver_calls_per_s": round(calls / span, 2),
-        **sampler.busy(t_warm, t_stop),
-        "call_latency_p50_s": pct(lat, 0.5), "call_latency_p95_s": pct(lat, 0.95),
-        "harness_runs_per_min": round(len(window) / span * 60, 1),
-        "runs_measured": len(window), "runs_total": len(done), "statuses": statuses,
-        "measured_s": round(span, 1), "warmup_s": a.warmup, "runtime_open_s": round(opened_s, 1),
-        "solver_calls_measured": calls, "generated_tokens_measured": gen,
-        "by_harness": by_h, "executor": a.executor, "spare_slots": a.spare,
-        "solver_stats_calls": stats1.get("calls", 0) - stats0.get("calls", 0),  # the driver's solver only
-        **engine.summary(t_warm, t_stop),
-        **cpu_summary(cpu["0"], cpu["1"], trusted, len(window)),
-        **({"py_spy": [d for task in dumps for d in await task]} if a.py_spy else {}),
-    }
+        sampler.stop()
+        span = t_stop - t_warm
+        window = [r for r in done if t_warm <= r["t1"] <= t_stop]
+        lat = [c[0] for r in window for c in r["calls"]]
+        # counted from the runs' own call records (the driver's solver does not see a shard's calls)
+        gen = sum(c[1] or 0 for r in window for c in r["calls"])
+        calls = sum(len(r["calls"]) for r in window)
+        prompt = sum(c[2] or 0 for r in window for c in r["calls"])
+        by_h: dict[str, Any] = {}
+        for h in a.harnesses:
+            rs = [r for r in done if r["harness"] == h and r["score"] is not None]
+            by_h[h] = {"runs": len(rs), "mean_score": round(statistics.fmean(r["score"] for r in rs), 3) if rs else None,
+                       "ok": sum(r["status"] == "ok" for r in rs)}
+        statuses: dict[str, int] = {}
+        for r in window:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        figures = {
+            "solver_tokens_per_s": round(gen / span, 1), "prompt_tokens_per_s": round(prompt / span, 1),
+            "solver_calls_per_s": round(calls / span, 2),
+            **sampler.busy(t_warm, t_stop),
+            "call_latency_p50_s": pct(lat, 0.5), "call_latency_p95_s": pct(lat, 0.95),
+            "harness_runs_per_min": round(len(window) / span * 60, 1),
+            "runs_measured": len(window), "runs_total": len(done), "statuses": statuses,
+            "measured_s": round(span, 1), "warmup_s": a.warmup, "runtime_open_s": round(opened_s, 1),
+            "solver_calls_measured": calls, "generated_tokens_measured": gen,
+            "by_harness": by_h, "executor": a.executor, "spare_slots": a.spare,
+            "solver_stats_calls": stats1.get("calls", 0) - stats0.get("calls", 0),  # the driver's solver only
+            **engine.summary(t_warm, t_stop),
+            **cpu_summary(cpu["0"], cpu["1"], trusted, len(window)),
+            **({"py_spy": [d for task in dumps for d in await task]} if a.py_spy else {}),
+        }
+        if save is not None:
+            save(figures)
+    return figures
 
 
 # the inference server's processes (vLLM's API server, its EngineCore; the device's serve_solver.py), by command line
@@ -399,21 +407,24 @@ def main(argv: list[str] | None = None) -> None:
     if a.base_urls and not (a.solver and engine == "openai" and "base_url" not in split_spec(a.solver)[2]):
         p.error("--solver-base-url goes with an openai: --solver (no base_url= in it)")
     log(f"engine {engine}: {spec}")
-    t0 = time.time()
-    figures = asyncio.run(measure(a, spec))
-    run = {"engine": engine, "label": a.label, "model": a.model_name if not a.solver else a.solver, "device": device_name(),
-           "solver_spec": spec, "solver_base_urls": a.base_urls, "concurrency": a.concurrency, "minutes": a.minutes, "families": a.families,
-           "harnesses": a.harnesses, "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "versions": versions(), **figures, "wall_s": round(time.time() - t0, 1)}
-    out = Path(a.out)
-    runs = json.loads(out.read_text()) if out.is_file() else []
-    key = ("engine", "model", "device", "label")  # a run per engine, model, device and label (older rows stay)
-    runs = [r for r in runs if tuple(r.get(k, "") for k in key) != tuple(run[k] for k in key)]
-    atomic_write_text(out, json.dumps([*runs, run], indent=1) + "\n")
-    keys = ("solver_tokens_per_s", "solver_calls_per_s", "gpu_busy_fraction", "call_latency_p50_s",
-            "call_latency_p95_s", "harness_runs_per_min")
-    log("result: " + ", ".join(f"{k} {run[k]}" for k in keys) + f" -> {out}")
-    print(json.dumps(run))
+    t0, out, row = time.time(), Path(a.out), {}
+
+    def save(figures: dict[str, Any]) -> None:  # the row, on disk before the runtime closes
+        row.update({"engine": engine, "label": a.label, "model": a.model_name if not a.solver else a.solver,
+                    "device": device_name(), "solver_spec": spec, "solver_base_urls": a.base_urls,
+                    "concurrency": a.concurrency, "minutes": a.minutes, "families": a.families,
+                    "harnesses": a.harnesses, "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                    "versions": versions(), **figures, "wall_s": round(time.time() - t0, 1)})
+        runs = json.loads(out.read_text()) if out.is_file() else []
+        key = ("engine", "model", "device", "label")  # a run per engine, model, device and label (older rows stay)
+        runs = [r for r in runs if tuple(r.get(k, "") for k in key) != tuple(row[k] for k in key)]
+        atomic_write_text(out, json.dumps([*runs, row], indent=1) + "\n")
+        keys = ("solver_tokens_per_s", "solver_calls_per_s", "gpu_busy_fraction", "call_latency_p50_s",
+                "call_latency_p95_s", "harness_runs_per_min")
+        log("result: " + ", ".join(f"{k} {row[k]}" for k in keys) + f" -> {out} (closing the runtime)")
+
+    asyncio.run(measure(a, spec, save))
+    print(json.dumps(row))
 
 
 if __name__ == "__main__":

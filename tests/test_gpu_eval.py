@@ -184,3 +184,26 @@ def test_gpu_eval_refuses_a_base_url_in_the_spec_beside_solver_base_url(tmp_path
            "--solver-base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "g.json")]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "no base_url= in it" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_gpu_eval_writes_its_row_before_the_runtime_closes(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Closing a couple of hundred sandbox slots can outlast what is left of a caller's ``timeout``: stretch 11's
+    ``timeout 62`` ended two runs after their drain and before their rows were written. The row is on disk when
+    the runtime begins to close, and the JSON printed at the end is that row."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_eval
+
+    out, seen = tmp_path / "g.json", []
+    close = gpu_eval.SolverRuntime.__aexit__
+
+    async def aexit(self, *exc):
+        seen.append(json.loads(out.read_text()) if out.is_file() else None)
+        return await close(self, *exc)
+
+    monkeypatch.setattr(gpu_eval.SolverRuntime, "__aexit__", aexit)
+    gpu_eval.main(["--solver", f"python:{ROOT / 'tests' / 'zoo_solver.py'}:six", "--minutes", "0.05", "--warmup", "1",
+                   "--drain", "3", "--concurrency", "2", "--families", "gcd", "--harnesses", "minimal",
+                   "--n-problems", "2", "--label", "early", "--out", str(out)])
+    assert len(seen) == 1 and seen[0] is not None, "no row on disk when the runtime began to close"
+    assert [r["label"] for r in seen[0]] == ["early"] and seen[0][0]["runs_measured"] > 0
+    assert json.loads(out.read_text()) == seen[0] and json.loads(capsys.readouterr().out) == seen[0][0]
