@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,40 @@ def test_corpus_file(tmp_path):
         read_corpus(bad)
     with pytest.raises(UserError, match="not found"):
         read_corpus(tmp_path / "missing.jsonl")
+
+
+JAX_STUB = {
+    "jax/__init__.py": "import os\nwith open(os.environ['JAX_SEEN'], 'a') as f:\n"
+                       "    f.write(os.environ.get('JAX_PLATFORMS', '<unset>') + '\\n')\n",
+    "jax/lax.py": "import numpy as np\n\ndef top_k(x, k):\n    x = np.asarray(x)\n"
+                  "    i = np.argsort(-x, axis=-1, kind='stable')[..., :k]\n"
+                  "    return np.take_along_axis(x, i, axis=-1), i\n",
+    "jax/numpy.py": "from numpy import *  # noqa\n",
+}
+
+
+@pytest.mark.parametrize("preset", [None, "cuda"])
+def test_bm25s_imports_jax_only_with_jax_kept_on_the_cpu_unless_the_user_said_otherwise(
+        tmp_path: Path, preset: str | None) -> None:
+    """Where JAX is installed (the GPU images), bm25s runs a JAX top-k when it is imported, and JAX reserves 75 % of
+    the GPU's memory in that process by default (stretch 11: a 59 GiB request beside vLLM). The search index, the
+    memory's retrieval and the QA task's passage filter import bm25s with ``JAX_PLATFORMS=cpu``; a value the user
+    set stays. A stub ``jax`` package records what it saw, and the search still ranks through it."""
+    import subprocess
+    import sys
+
+    for name, text in JAX_STUB.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    seen = tmp_path / "seen.txt"
+    code = ("from harnesslearn.tools.search import SearchIndex\n"
+            "ix = SearchIndex([{'title': 'Paris', 'text': 'Paris is the capital of France'},"
+            " {'title': 'Rome', 'text': 'Rome is the capital of Italy'}])\n"
+            "print(ix.search('capital of Italy', 1)[0]['title'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]), JAX_SEEN=str(seen),
+               **({"JAX_PLATFORMS": preset} if preset else {}))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "Rome"
+    assert seen.read_text().split() == [preset or "cpu"]

@@ -251,8 +251,9 @@ class Memory:
         cands = [e for e in self.entries() if e.task != task_spec and not _leaks(e, gold)]
         if not cands or k <= 0:
             return []
-        import bm25s
+        from harnesslearn.tools.search import bm25s as bm25s_module
 
+        bm25s = bm25s_module()
         corpus = [f"{e.description}\n" + "\n".join(e.examples) for e in cands]
         # an entry (or a query) with no indexable word (empty, stopwords or punctuation only) matches
         # nothing; bm25s itself refuses a corpus without a word (ValueError)

@@ -77,6 +77,9 @@ def _paragraphs(row: dict[str, Any], where: str) -> list[dict[str, Any]]:
 def _indexable(doc: dict[str, Any]) -> bool:
     """Whether a passage holds a word the search index keeps (two or more word characters, not an
     English stop word: bm25s's tokenisation)."""
+    from harnesslearn.tools.search import bm25s
+
+    bm25s()  # JAX, where installed, kept off the GPU before bm25s imports it
     from bm25s.stopwords import STOPWORDS_EN
 
     words = re.findall(r"(?u)\b\w\w+\b", f"{doc.get('title', '')} {doc.get('text', '')}".lower())

@@ -24,6 +24,18 @@ from harnesslearn.errors import UserError
 Document = dict[str, str]
 
 
+
+def bm25s() -> Any:
+    """The ``bm25s`` module, imported with JAX kept on the CPU: where JAX is installed (the GPU machines' images)
+    bm25s runs a JAX top-k at import, and JAX's default is to reserve 75 % of the GPU's memory in the importing
+    process (stretch 11's MuSiQue stage asked for 59 GiB beside vLLM). ``JAX_PLATFORMS`` set by the user wins."""
+    import os
+
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import bm25s as module
+
+    return module
+
 class SearchIndex:
     """A BM25 index over ``{"title", "text"}`` documents (the title is indexed with the text)."""
 
@@ -36,10 +48,8 @@ class SearchIndex:
         texts = [f"{d['title']}\n{d['text']}" for d in self.documents]
         if not texts:
             return
-        import bm25s
-
-        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
-        retriever = bm25s.BM25()
+        tokens = bm25s().tokenize(texts, stopwords="en", show_progress=False)
+        retriever = bm25s().BM25()
         retriever.index(tokens, show_progress=False)
         self._retriever = retriever
 
@@ -52,10 +62,8 @@ class SearchIndex:
         shorter than ``k`` or empty. Returns fresh dicts: callers may mutate them."""
         if self._retriever is None or not isinstance(query, str) or k <= 0:
             return []
-        import bm25s
-
         k = min(int(k), len(self.documents))
-        q = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)
+        q = bm25s().tokenize([query], stopwords="en", show_progress=False, return_ids=False)
         with self._lock:
             ids, scores = self._retriever.retrieve(q, k=k, show_progress=False, n_threads=1)
         return [dict(self.documents[int(i)]) for i, s in zip(ids[0], scores[0], strict=True) if s > 0]
