@@ -183,7 +183,7 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
         assert p.returncode == 0, p.stderr[-3000:]
         return json.loads(p.stdout), p.stderr
 
-    _, err = again("--stages", "eval")
+    _, err = again("--stages", "eval", "--eval.families", "gcd")  # the smoke's family: every row it asks for is there
     assert "eval: done earlier, skipped" in err
     status, _ = again("--stages", "sftdata", "--force", "--sftdata.contexts", "3", "--sftdata.minutes", "0.0001")
     s = status["sftdata"]
@@ -530,3 +530,42 @@ def test_restore_new_chain_keeps_only_the_sft_data_and_grpo_needs_an_sft_adapter
     s = TransferSettings(work=str(tmp_path / "w2"), model="unused", cpu=True)
     with pytest.raises(UserError, match="run the sft stage first"):
         stages.grpo(s, ret, tmp_path / "w2")
+
+
+def test_a_done_row_stage_still_runs_the_rows_its_arms_ask_for_and_are_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stretch 11 asked a done eval for three more arms and got 'done earlier, skipped' (a device call lost): eval and
+    musique resume by rows, so a done one is skipped only when every (arm, family) row (musique: arm) it is asked
+    for is there; other stages stay skipped once done."""
+    from harnesslearn.settings.load import load
+    from harnesslearn.transfer import musique, pipeline, stages
+
+    ran: list[str] = []
+
+    async def fake_eval(s, ret, work):  # type: ignore[no-untyped-def]
+        ran.append("eval:" + ",".join(s.eval.arms))
+        return {"state": "done"}
+
+    async def fake_musique(s, ret, work):  # type: ignore[no-untyped-def]
+        ran.append("musique:" + ",".join(s.musique.arms))
+        return {"state": "done"}
+
+    monkeypatch.setattr(stages, "evaluate_arms", fake_eval)
+    monkeypatch.setattr(musique, "musique", fake_musique)
+    monkeypatch.setattr(stages, "sft", lambda s, ret, work: ran.append("sft") or {"state": "done"})
+    ret = tmp_path / "w" / "ret"
+    ret.mkdir(parents=True)
+    (ret / "status.json").write_text(json.dumps({n: {"state": "done"} for n in ("sft", "eval", "musique")}))
+    (ret / "eval_rows.jsonl").write_text("".join(json.dumps({"arm": a, "family": f}) + "\n"
+                                                  for a in ("zoo", "base", "rl") for f in ("gcd", "bf")))
+    (ret / "musique_rows.jsonl").write_text(json.dumps({"arm": "base"}) + "\n")
+
+    def run(*over: str) -> None:
+        pipeline.run(load(TransferSettings, overrides=[f"work={tmp_path / 'w'}", "model=m", "eval.families=gcd,bf",
+                                                       *over]))
+
+    run("stages=sft,eval,musique", "eval.arms=zoo,base,rl", "musique.arms=base")
+    assert ran == [] and capsys.readouterr().err.count("done earlier, skipped") == 3
+    run("stages=sft,eval,musique", "eval.arms=zoo,base,sft,rl", "musique.arms=base,rl")
+    assert ran == ["eval:zoo,base,sft,rl", "musique:base,rl"]
+    assert "eval: done earlier, but 2 of the rows its arms ask for are missing: running them" in capsys.readouterr().err

@@ -39,6 +39,12 @@ def task_spec(data: str) -> str:
     return f"musique:{folder / FILES[0]}?corpus={folder / FILES[1]}"
 
 
+def missing(s: TransferSettings, ret: Path) -> int:
+    """The arms of ``s.musique`` that ``ret/musique_rows.jsonl`` does not hold yet."""
+    have = {r["arm"] for r in read_jsonl(ret / "musique_rows.jsonl")}
+    return sum(a not in have for a in s.musique.arms)
+
+
 async def musique(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     """Every arm of ``s.musique.arms`` not in ``ret/musique_rows.jsonl`` yet, until the stage's deadline."""
     from harnesslearn.tasks import load_task

@@ -48,7 +48,8 @@ def _free_gpu() -> None:
 
 
 def run(s: TransferSettings) -> dict[str, Any]:
-    """Run ``s.stages`` (skipping those already done); returns the status dict (also on disk)."""
+    """Run ``s.stages``, skipping those already done (eval and musique only when every row their arms ask for is
+    there: they resume by rows); returns the status dict (also on disk)."""
     work = Path(s.work)
     ret = work / "ret"
     ret.mkdir(parents=True, exist_ok=True)
@@ -63,8 +64,13 @@ def run(s: TransferSettings) -> dict[str, Any]:
 
     for name in s.stages:
         if status.get(name, {}).get("state") == "done" and not s.force:
-            _log(f"{name}: done earlier, skipped")
-            continue
+            # the row stages resume by rows: one done for some arms still runs the rows asked for and missing
+            short = (stages.eval_missing(s, ret) if name == "eval" else musique.missing(s, ret)
+                     if name == "musique" else 0)
+            if not short:
+                _log(f"{name}: done earlier, skipped")
+                continue
+            _log(f"{name}: done earlier, but {short} of the rows its arms ask for are missing: running them")
         mark(name, state="running")
         _log(f"{name}: started")
         t = time.time()

@@ -328,6 +328,12 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
     return arms
 
 
+def eval_missing(s: TransferSettings, ret: Path) -> int:
+    """The (arm, family) rows of ``s.eval`` that ``ret/eval_rows.jsonl`` does not hold yet."""
+    have = {(r["arm"], r["family"]) for r in read_jsonl(ret / "eval_rows.jsonl")}
+    return sum((arm, fam) not in have for fam in s.eval.families for arm in s.eval.arms)
+
+
 async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     """Each proposer arm revises the minimal seed of each unseen family through the library's own path,
     ``adapt`` (strategy independent: K proposals from one prompt, the best by score-split J kept only if
