@@ -4,10 +4,11 @@ revisions of the minimal seed, and how near each is to a zoo harness (the transf
 The prompt is a chat one with the assistant's SEARCH block started, as ``adapt`` sends it (default: the rg:gcd
 prompt of ``benchmarks/data/gcd_proposer_prompt.json``, a held-out family); each proposer is
 ``local:qwen2.5-coder-1.5b-instruct?adapter=DIR`` (llama.cpp with the adapter as a GGUF LoRA) or, for ``base``, the
-model alone.
+model alone. ``rl`` names the adapter shipped with the package, the chain's final one (update 80; the committed
+state holds a pointer to it, which ``qwen12.py restore`` fills in).
 
-    .venv/bin/python experiments/proposer_samples.py --arm sft=.keep/sft_adapter_bf16 \
-        --arm rl@18=experiments/results/qwen/state/grpo/state/adapter --k 4 --temperature 0.8 --out FILE.json
+    .venv/bin/python experiments/proposer_samples.py --arm sft=.keep/sft_adapter \
+        --arm rl@80=rl --k 4 --temperature 0.8 --out FILE.json
 
 With ``--families`` (``eval``: the transfer table's 21 unseen paper-eval families), each family's prompt is the one
 the eval stage sends (``transfer/stages.py``): the minimal seed run by the CPU solver (``--solver``) on the
@@ -22,7 +23,7 @@ the 5 paper-train families). ``--compare`` judges the proposals of another run's
 the same way, for the summary:
 
     .venv/bin/python experiments/proposer_samples.py --families eval \
-        --arm rl@66=experiments/results/qwen/state/grpo/state/adapter --arm base \
+        --arm rl@80=rl --arm base \
         --rows experiments/results/qwen/heldout_cpu/rows.jsonl --minutes 100 \
         --compare experiments/results/qwen/h200/eval_rows.jsonl --implied experiments/results/qwen/h200/eval_rows.jsonl \
         --out experiments/results/qwen/heldout_cpu/summary.json --plot experiments/results/qwen/heldout_cpu/copies.png

@@ -51,3 +51,43 @@ def test_the_cli_names_a_wrong_shipped_adapter_in_one_line(tmp_path: Path) -> No
                        capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert p.returncode != 0 and "Traceback" not in p.stderr
     assert "'rl' was trained on local:qwen2.5-coder-1.5b-instruct, not local:qwen2.5-coder-0.5b-instruct" in p.stderr
+
+
+def test_stand_in_and_fill_in_keep_a_shipped_adapters_weights_once(tmp_path: Path) -> None:
+    """The committed GRPO state's final adapter is the shipped ``rl``: ``stand_in`` (in ``land``) leaves a pointer
+    there instead of a second copy, ``fill_in`` (in ``restore``) writes the same bytes back; other weights stay; a
+    pointer this package cannot fill is one line."""
+    import shutil
+
+    rl = Path(adapters.resolve("qwen2.5-coder-1.5b-instruct", "rl"))
+    mine, other = tmp_path / "grpo" / "state" / "adapter", tmp_path / "sft_adapter"
+    shutil.copytree(rl, mine)
+    other.mkdir()
+    (other / adapters.WEIGHTS).write_bytes(b"not shipped")
+    assert adapters.stand_in(tmp_path) == [mine / adapters.WEIGHTS]
+    assert not (mine / adapters.WEIGHTS).exists() and (other / adapters.WEIGHTS).read_bytes() == b"not shipped"
+    assert json.loads((mine / adapters.POINTER).read_text())["adapter"] == "rl"
+    assert adapters.fill_in(tmp_path) == [mine / adapters.WEIGHTS]
+    assert (mine / adapters.WEIGHTS).read_bytes() == (rl / adapters.WEIGHTS).read_bytes()
+    assert not (mine / adapters.POINTER).exists() and adapter_sha(str(mine)) == adapter_sha(str(rl))
+    (mine / adapters.POINTER).write_text(json.dumps({"adapter": "rl", "sha256": "0" * 64}))
+    with pytest.raises(UserError, match="adapter 'rl' is not the one recorded"):
+        adapters.fill_in(tmp_path)
+    (mine / adapters.POINTER).write_text(json.dumps({"adapter": "rl2", "sha256": "0" * 64}))
+    with pytest.raises(UserError, match="names the shipped adapter 'rl2', which this harnesslearn does not ship"):
+        adapters.fill_in(tmp_path)
+
+
+def test_the_committed_grpo_state_restores_with_the_shipped_adapters_weights(tmp_path: Path) -> None:
+    """``qwen12.py restore --from experiments/results/qwen/state`` on the committed state: its pointer becomes the
+    shipped ``rl`` weights, so the chain resumes and its eval arm runs from the restored folder."""
+    from harnesslearn.transfer import restore
+
+    state = Path(__file__).resolve().parents[2] / "experiments" / "results" / "qwen" / "state"
+    if not (state / "grpo" / "state" / "adapter" / adapters.POINTER).is_file():
+        pytest.skip("the committed state holds its adapter's weights itself")
+    restore(tmp_path / "w", state)
+    got = tmp_path / "w" / "ret" / "grpo" / "state" / "adapter"
+    assert (got / adapters.WEIGHTS).is_file() and not (got / adapters.POINTER).exists()
+    rl = Path(adapters.resolve("qwen2.5-coder-1.5b-instruct", "rl"))
+    assert (got / adapters.WEIGHTS).read_bytes() == (rl / adapters.WEIGHTS).read_bytes()

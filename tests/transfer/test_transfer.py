@@ -569,3 +569,29 @@ def test_a_done_row_stage_still_runs_the_rows_its_arms_ask_for_and_are_missing(
     run("stages=sft,eval,musique", "eval.arms=zoo,base,sft,rl", "musique.arms=base,rl")
     assert ran == ["eval:zoo,base,sft,rl", "musique:base,rl"]
     assert "eval: done earlier, but 2 of the rows its arms ask for are missing: running them" in capsys.readouterr().err
+
+
+def test_land_commits_a_shipped_adapters_weights_once_and_restore_puts_them_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A returned GRPO state whose adapter is byte for byte the one the package ships (the finished chain's) is
+    landed with a pointer in its place (the tree a device call carries stays within its 64 MiB), and ``restore``
+    of that state writes the same weights back."""
+    from harnesslearn import adapters
+
+    real = _ret_at
+
+    def with_shipped(root: Path, updates: int, rows: int = 2) -> Path:
+        ret = real(root, updates, rows)
+        shipped = Path(adapters.resolve("qwen2.5-coder-1.5b-instruct", "rl")) / adapters.WEIGHTS
+        (ret / "grpo" / "state" / "adapter" / adapters.WEIGHTS).write_bytes(shipped.read_bytes())
+        return ret
+
+    monkeypatch.setitem(globals(), "_ret_at", with_shipped)
+    back = _returned(tmp_path, "w", 80)
+    state = tmp_path / "state"
+    land(back, state)
+    ad = state / "grpo" / "state" / "adapter"
+    assert sorted(p.name for p in ad.iterdir()) == [adapters.POINTER]
+    restore(tmp_path / "again", state)
+    got = tmp_path / "again" / "ret" / "grpo" / "state" / "adapter" / adapters.WEIGHTS
+    assert got.read_bytes() == (tmp_path / "w" / "ret" / "grpo" / "state" / "adapter" / adapters.WEIGHTS).read_bytes()

@@ -10,11 +10,16 @@ loop (``README.md`` beside the weights). A name is looked up before a path: ``ad
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 from harnesslearn.errors import UserError
+from harnesslearn.fsutil import sha256_file
 
 HERE = Path(__file__).parent
+WEIGHTS = "adapter_model.safetensors"
+POINTER = "SHIPPED.json"  # stands in a folder for weights that a shipped adapter holds: {"adapter", "sha256"}
 SHIPPED: dict[str, tuple[str, str]] = {  # name -> (the local: model it was trained on, its folder here)
     "rl": ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b-instruct-rl"),
 }
@@ -32,3 +37,40 @@ def resolve(model: str, adapter: str) -> str:
     if model != base:
         raise UserError(f"adapter {adapter!r} was trained on local:{base}, not local:{model}")
     return str(HERE / folder)
+
+
+def stand_in(folder: Path) -> list[Path]:
+    """Under ``folder``, each adapter's weights that are byte for byte a shipped adapter's are replaced by a
+    ``POINTER`` file (the name and the sha256). The committed GRPO state keeps its final adapter this way, not as
+    a second 17.5 MB copy: every device call carries the repository's tracked files within its 64 MiB. Returns the
+    weights replaced."""
+    shipped = {sha256_file(HERE / d / WEIGHTS): name for name, (_, d) in SHIPPED.items()}
+    out = []
+    for w in sorted(folder.rglob(WEIGHTS)):
+        sha = sha256_file(w)
+        if sha in shipped and not w.is_relative_to(HERE):
+            (w.parent / POINTER).write_text(json.dumps({"adapter": shipped[sha], "sha256": sha}) + "\n")
+            w.unlink()
+            out.append(w)
+    return out
+
+
+def fill_in(folder: Path) -> list[Path]:
+    """The reverse of ``stand_in``: each ``POINTER`` under ``folder`` becomes the shipped weights it names again,
+    their sha256 checked (a UserError names a pointer this package cannot fill). Returns the weights written."""
+    out = []
+    for p in sorted(folder.rglob(POINTER)):
+        try:
+            rec = json.loads(p.read_text())
+            name, sha = rec["adapter"], rec["sha256"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{p}: not a shipped adapter's pointer ({type(e).__name__}: {e})") from None
+        if name not in SHIPPED:
+            raise UserError(f"{p}: names the shipped adapter {name!r}, which this harnesslearn does not ship")
+        src = HERE / SHIPPED[name][1] / WEIGHTS
+        if sha256_file(src) != sha:
+            raise UserError(f"{p}: this harnesslearn's adapter {name!r} is not the one recorded (sha256 differs)")
+        shutil.copyfile(src, p.parent / WEIGHTS)
+        p.unlink()
+        out.append(p.parent / WEIGHTS)
+    return out

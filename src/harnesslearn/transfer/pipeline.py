@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harnesslearn import adapters
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.transfer import musique, stages
@@ -174,6 +175,7 @@ def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> li
     ret.mkdir(parents=True, exist_ok=True)
     if not (src / "results.tgz").is_file() and not any(src.glob("*.tar.*")):
         shutil.copytree(src, ret, dirs_exist_ok=True)
+        adapters.fill_in(ret)  # the committed state's final adapter is the shipped one (land's stand_in)
         return sorted(p.name for p in ret.iterdir())
     if (src / "results.tgz").is_file():
         with tarfile.open(src / "results.tgz") as tf:
@@ -335,6 +337,7 @@ def _land(src: Path, shown: str, state: Path, prefix: str, logs: str | Path | No
         try:
             restore(tmp / "work", tmp / "src")
             (ret / "log.txt").unlink(missing_ok=True)
+            adapters.stand_in(ret)  # weights the package ships are committed once, there
             new, old = _updates(ret), _updates(state)
             why = _behind(ret, state, new, old)
         except (tarfile.TarError, gzip.BadGzipFile, EOFError, ValueError) as e:  # a part missing, a bad file
