@@ -24,7 +24,6 @@ from harnesslearn.errors import UserError
 Document = dict[str, str]
 
 
-
 def bm25s() -> Any:
     """The ``bm25s`` module, imported with JAX kept on the CPU: where JAX is installed (the GPU machines' images)
     bm25s runs a JAX top-k at import, and JAX's default is to reserve 75 % of the GPU's memory in the importing
@@ -35,6 +34,7 @@ def bm25s() -> Any:
     import bm25s as module
 
     return module
+
 
 class SearchIndex:
     """A BM25 index over ``{"title", "text"}`` documents (the title is indexed with the text)."""
@@ -48,8 +48,9 @@ class SearchIndex:
         texts = [f"{d['title']}\n{d['text']}" for d in self.documents]
         if not texts:
             return
-        tokens = bm25s().tokenize(texts, stopwords="en", show_progress=False)
-        retriever = bm25s().BM25()
+        bm = bm25s()
+        tokens = bm.tokenize(texts, stopwords="en", show_progress=False)
+        retriever = bm.BM25()
         retriever.index(tokens, show_progress=False)
         self._retriever = retriever
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harnesslearn import adapters
+from harnesslearn.adapters import fill_in, stand_in
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.transfer import musique, stages
@@ -48,6 +48,10 @@ def _free_gpu() -> None:
         pass
 
 
+# the stages that resume by rows: how many of the rows their arms ask for are not in ret yet
+ROWS_MISSING = {"eval": stages.eval_missing, "musique": musique.missing}
+
+
 def run(s: TransferSettings) -> dict[str, Any]:
     """Run ``s.stages``, skipping those already done (eval and musique only when every row their arms ask for is
     there: they resume by rows); returns the status dict (also on disk)."""
@@ -66,8 +70,7 @@ def run(s: TransferSettings) -> dict[str, Any]:
     for name in s.stages:
         if status.get(name, {}).get("state") == "done" and not s.force:
             # the row stages resume by rows: one done for some arms still runs the rows asked for and missing
-            short = (stages.eval_missing(s, ret) if name == "eval" else musique.missing(s, ret)
-                     if name == "musique" else 0)
+            short = ROWS_MISSING[name](s, ret) if name in ROWS_MISSING else 0
             if not short:
                 _log(f"{name}: done earlier, skipped")
                 continue
@@ -175,7 +178,7 @@ def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> li
     ret.mkdir(parents=True, exist_ok=True)
     if not (src / "results.tgz").is_file() and not any(src.glob("*.tar.*")):
         shutil.copytree(src, ret, dirs_exist_ok=True)
-        adapters.fill_in(ret)  # the committed state's final adapter is the shipped one (land's stand_in)
+        fill_in(ret)  # the committed state's final adapter is the shipped one (land's stand_in)
         return sorted(p.name for p in ret.iterdir())
     if (src / "results.tgz").is_file():
         with tarfile.open(src / "results.tgz") as tf:
@@ -337,7 +340,7 @@ def _land(src: Path, shown: str, state: Path, prefix: str, logs: str | Path | No
         try:
             restore(tmp / "work", tmp / "src")
             (ret / "log.txt").unlink(missing_ok=True)
-            adapters.stand_in(ret)  # weights the package ships are committed once, there
+            stand_in(ret)  # weights the package ships are committed once, there
             new, old = _updates(ret), _updates(state)
             why = _behind(ret, state, new, old)
         except (tarfile.TarError, gzip.BadGzipFile, EOFError, ValueError) as e:  # a part missing, a bad file
