@@ -274,6 +274,30 @@ def test_serve_solver_modes_and_the_eager_fallback() -> None:
     assert execs == [ss.argv("/m", 0.3, "eager")]
 
 
+def test_serve_solver_full_mode_graphs_every_step_and_falls_back_to_graphs_then_eager() -> None:
+    sys.path.insert(0, str(EXP / "device"))
+    try:
+        import serve_solver as ss
+    finally:
+        sys.path.remove(str(EXP / "device"))
+    full = ss.argv("/m", 0.3, "full")
+    cc = json.loads(full[full.index("--compilation-config") + 1])
+    assert cc == {"mode": 0, "cudagraph_mode": "FULL", "max_cudagraph_capture_size": ss.FULL_TOKENS}
+    # no step larger than the largest graph: every step replays one
+    assert full[full.index("--max-num-batched-tokens") + 1] == str(ss.FULL_TOKENS)
+    assert "--max-num-batched-tokens" not in ss.argv("/m", 0.3, "graphs")
+    calls: list[list[str]] = []
+    execs: list[list[str]] = []
+    ss.serve("/m", 0.3, "full", port=8001, call=lambda a: calls.append(list(a)) or 1,
+             execv=lambda p, a: execs.append(list(a)))
+    assert calls == [ss.argv("/m", 0.3, "full", port=8001), ss.argv("/m", 0.3, "graphs", port=8001)]
+    assert execs == [ss.argv("/m", 0.3, "eager", port=8001)]
+    calls, execs = [], []
+    ss.serve("/m", 0.3, "full", call=lambda a: calls.append(list(a)) or (1 if len(calls) == 1 else 0),
+             execv=lambda p, a: execs.append(list(a)))
+    assert calls == [full, ss.argv("/m", 0.3, "graphs")] and execs == []  # the graphs server ran and ended
+
+
 def test_serve_solver_takes_a_port_and_refuses_a_bad_one() -> None:
     sys.path.insert(0, str(EXP / "device"))
     try:

@@ -1,7 +1,7 @@
 """On the H200 (``solver.sh start``): serve the converted 1.5B as ``qwen`` on port 8000 (or
 ``--port``) with vLLM.
 
-    python3 serve_solver.py MODEL_DIR SHARE MODE [LORA] [--port N]  # MODE: eager | graphs | compile
+    python3 serve_solver.py MODEL_DIR SHARE MODE [LORA] [--port N]  # MODE: eager | graphs | full | compile
                                                            # LORA: sft=DIR,rl=DIR (LoRA modules served by name)
                                                            # --port: default 8000 (replicas: 8001, ...)
 
@@ -11,6 +11,11 @@
 - ``graphs``: CUDA graphs for decode batches without torch.compile (``mode 0``, ``FULL_DECODE_ONLY``): the
   launch overhead gone at a start close to eager's (the graphs are captured in seconds: TRL's colocated engine
   captured its 11 in ~1 s there).
+- ``full``: CUDA graphs for every batch up to 1,024 tokens, mixed prefill-decode batches included (``mode 0``,
+  ``FULL``; FlashAttention 3, the Hopper backend, supports it), with a step capped at those 1,024 tokens
+  (``--max-num-batched-tokens``) so that no step runs eager. Why: with ``graphs`` under the harness load (stretch 9),
+  most steps mix a prefill chunk into the decodes and ran eager, the engine-core process at a full core and the GPU
+  21 % busy. If it fails to start, a ``graphs`` server takes its place.
 - ``compile``: vLLM's default (torch.compile + piecewise and full graphs): the slowest start (~3.5 min in
   stretch 1).
 
@@ -21,8 +26,8 @@ Several servers (``HL_SOLVER_PORTS="8001" solver.sh start SHARE MODE``): more of
 each with SHARE of its memory and its own engine-core process (stretch 9: one ``VLLM::EngineCore`` at a full core
 capped the decode loop with the GPU 21 % busy); clients spread their calls over them with the endpoint pool.
 
-If a ``graphs`` or ``compile`` server exits with an error, an eager one is started in its place, so a stretch
-keeps its solver (one line in the log says so). A server stopped by a signal is not restarted.
+If a ``graphs`` or ``compile`` server exits with an error, an eager one is started in its place (a ``full`` one: a
+``graphs`` one, then eager), so a stretch keeps its solver (one line in the log says so). A server stopped by a signal is not restarted.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from collections.abc import Callable, Sequence
 
 from harnesslearn.models.served import vllm_argv
 
-MODES = ("eager", "graphs", "compile")
+MODES = ("eager", "graphs", "full", "compile")
+FULL_TOKENS = 1024  # the ``full`` mode's largest graph and largest step
+FALLBACK = {"full": "graphs", "graphs": "eager", "compile": "eager"}  # the server that replaces one that failed
 
 
 def loras(text: str) -> dict[str, str]:
@@ -52,8 +59,13 @@ def loras(text: str) -> dict[str, str]:
 def argv(model: str, share: float, mode: str, lora: dict[str, str] | None = None, port: int = 8000) -> list[str]:
     if mode not in MODES:
         raise SystemExit(f"serve_solver: mode must be one of {', '.join(MODES)}, got {mode!r}")
-    extra = (["--compilation-config", json.dumps({"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"})]
-             if mode == "graphs" else [])
+    extra: list[str] = []
+    if mode == "graphs":
+        extra = ["--compilation-config", json.dumps({"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"})]
+    elif mode == "full":
+        extra = ["--compilation-config", json.dumps({"mode": 0, "cudagraph_mode": "FULL",
+                                                     "max_cudagraph_capture_size": FULL_TOKENS}),
+                 "--max-num-batched-tokens", str(FULL_TOKENS)]
     return vllm_argv(model, port, served_name="qwen", gpu_memory_utilization=share, max_num_seqs=512,
                      enforce_eager=mode == "eager", lora=lora or None, extra=extra)
 
@@ -67,9 +79,8 @@ def serve(model: str, share: float, mode: str, lora: dict[str, str] | None = Non
         return
     rc = call(a)
     if rc > 0:  # an error (a negative code is a signal: stopped on purpose)
-        print(f"serve_solver: the {mode} server exited with {rc}; starting an eager one", flush=True)
-        e = argv(model, share, "eager", lora, port)
-        execv(e[0], e)
+        print(f"serve_solver: the {mode} server exited with {rc}; starting a {FALLBACK[mode]} one", flush=True)
+        serve(model, share, FALLBACK[mode], lora, port=port, call=call, execv=execv)
 
 
 def main(args: Sequence[str]) -> None:
@@ -81,7 +92,7 @@ def main(args: Sequence[str]) -> None:
         port = int(rest[i + 1])
         del rest[i:i + 2]
     if len(rest) not in (3, 4):
-        raise SystemExit("usage: serve_solver.py MODEL_DIR SHARE eager|graphs|compile [NAME=ADAPTER_DIR,...] [--port N]")
+        raise SystemExit("usage: serve_solver.py MODEL_DIR SHARE eager|graphs|full|compile [NAME=ADAPTER_DIR,...] [--port N]")
     serve(rest[0], float(rest[1]), rest[2], loras(rest[3]) if len(rest) == 4 else None, port=port)
 
 

@@ -2,7 +2,7 @@
 # On the H200, after setup.sh: one solver server for every job of a stretch (vLLM's start, ~1 min for the 1.5B
 # since stretch 9, is paid once), reached as  openai:qwen?base_url=http://127.0.0.1:8000/v1
 #     experiments/device/solver.sh start [SHARE] [MODE] [LORA]   # detached: waits for the model's conversion, then
-#                              # serves it with SHARE (default 0.3) of GPU memory; MODE eager | graphs | compile
+#                              # serves it with SHARE (default 0.3) of GPU memory; MODE eager | graphs | full | compile
 #                              # (default compile; serve_solver.py says what each costs and gains; a graphs or
 #                              # compile server that fails is replaced by an eager one); LORA sft=DIR,rl=DIR: the
 #                              # adapters served by name too (the eval and musique stages' arms; one whose folder is
@@ -114,6 +114,6 @@ case "${1:-}" in
     alive && { echo "solver.sh: a server's processes outlived SIGKILL (groups: $groups)" >&2; exit 1; }
     rm -f "$PORTS_FILE" "$D/solver_pids"
     echo "solver server(s) stopped: $(echo $groups | wc -w) group(s)" ;;
-  *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|compile] [NAME=DIR,...] | wait [SECONDS] | urls | stop [SECONDS]" >&2
+  *) echo "usage: [HL_SOLVER_PORTS=\"8000 8001\"] solver.sh start [SHARE] [eager|graphs|full|compile] [NAME=DIR,...] | wait [SECONDS] | urls | stop [SECONDS]" >&2
      exit 2 ;;
 esac
