@@ -370,9 +370,9 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         urls = run("urls").stdout.split()
         assert urls == [x for p in ports for x in ("--solver-base-url", f"http://127.0.0.1:{p}/v1")]
         one = free_port()  # one more, alone: the server replaces the detached shell (exec), as the usual start
-        assert run("start", "0.3", "eager", HL_SOLVER_PORTS=str(one)).returncode == 0
+        assert run("start", "0.3", HL_SOLVER_PORTS=str(one)).returncode == 0  # no mode: issue 31's full graphs
         assert run("wait", "60").returncode == 0
-        assert (tmp_path / "served").read_text().splitlines()[-1].split()[1:] == [str(model), "0.3", "eager", "--port",
+        assert (tmp_path / "served").read_text().splitlines()[-1].split()[1:] == [str(model), "0.3", "full", "--port",
                                                                                    str(one)]
         assert len(run("urls").stdout.split()) == 6
         bad = run("start", "0.3", "graphs", HL_SOLVER_PORTS="80a0")

@@ -62,6 +62,9 @@ case "${1:-}" in
     unpack d
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$D"/d/*.whl
     rm -rf "$D/d"
+    # py-spy's binary lands in /tmp/site/bin, which a later `--upgrade --target /tmp/site` (bundle B's) replaces whole:
+    # stretch 12 lost it that way. A copy outside the target stays (env.sh puts /tmp/tools on PATH)
+    mkdir -p /tmp/tools && cp -p /tmp/site/bin/py-spy /tmp/tools/
     python3 -m compileall -q -j 16 /tmp/site/ray >/dev/null 2>&1 || true
     # Ray imports jsonschema, which comes with bundle B (vllm's dependencies): `check` imports it after both
     echo "ray installed (check imports it once bundle B is in)" ;;
@@ -70,7 +73,7 @@ case "${1:-}" in
     python3 -c "import vllm; print('vllm', vllm.__version__)" 2>&1 | tail -1 || true
     python3 -c "import reasoning_gym, bm25s, harnesslearn; print('harnesslearn ok')"
     if [ -d /tmp/site/ray ]; then python3 -c "import ray; print('ray', ray.__version__)" 2>&1 | tail -1; fi
-    if [ -x /tmp/site/bin/py-spy ]; then /tmp/site/bin/py-spy --version; fi
+    if [ -x /tmp/tools/py-spy ]; then /tmp/tools/py-spy --version; fi
     nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu --format=csv,noheader || true
     tail -2 "$D/convert.log" 2>/dev/null || true
     ls "$HARNESSLEARN_CACHE_DIR/models/$MODEL-hf-bf16" 2>/dev/null | tr '\n' ' ' || true; echo ;;

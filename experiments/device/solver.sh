@@ -3,8 +3,9 @@
 # since stretch 9, is paid once), reached as  openai:qwen?base_url=http://127.0.0.1:8000/v1
 #     experiments/device/solver.sh start [SHARE] [MODE] [LORA]   # detached: waits for the model's conversion, then
 #                              # serves it with SHARE (default 0.3) of GPU memory; MODE eager | graphs | full | compile
-#                              # (default compile; serve_solver.py says what each costs and gains; a graphs or
-#                              # compile server that fails is replaced by an eager one); LORA sft=DIR,rl=DIR: the
+#                              # (default full: issue 31's setting, 2.1x graphs' tokens/s in stretch 12;
+#                              # serve_solver.py says what each costs and gains; a full server that fails is
+#                              # replaced by a graphs one, a graphs or compile one by eager); LORA sft=DIR,rl=DIR: the
 #                              # adapters served by name too (the eval and musique stages' arms; one whose folder is
 #                              # missing is left out, said so); log /tmp/dev/solver.log
 #     HL_SOLVER_PORTS="8001 8002" experiments/device/solver.sh start [SHARE] [MODE]
@@ -77,11 +78,11 @@ case "${1:-}" in
         done
         echo "solver on port $p $state"
       done
-      wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-compile}" "$lora" "$ports" "$D") \
+      wait' _ "$D/serve_solver.py" "$HL_MODEL" "${2:-0.3}" "${3:-full}" "$lora" "$ports" "$D") \
       > "$log" 2>&1 < /dev/null &  # every descriptor to the log: nothing holds the caller's output open
     # the detached shell records its group before this returns: a stop right after a start must find it
     for _ in $(seq 50); do [ "$(pids | wc -w)" -gt "$n" ] && break; sleep 0.1; done
-    echo "solver server(s) starting on port(s) $ports, mode ${3:-compile} (log $log)" ;;
+    echo "solver server(s) starting on port(s) $ports, mode ${3:-full} (log $log)" ;;
   wait)
     end=$((SECONDS + ${2:-600}))
     ports=$(listed); for p in ${ports:-8000}; do

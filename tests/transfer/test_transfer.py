@@ -245,6 +245,23 @@ def test_restore_copies_a_committed_ret_folder(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "w" / "ret" / "grpo" / "state" / "state.json").read_text()) == {"updates": 3}
 
 
+def test_restore_refuses_a_committed_state_whose_adapter_weights_are_kept_outside_git(tmp_path: Path) -> None:
+    """state_zoo keeps its GRPO adapter's config and records in git, the 17.5 MB weights outside: a resume from
+    it stops with one line and writes no ret folder; the same state with the weights (or a shipped adapter's
+    pointer) restores."""
+    src = tmp_path / "state_zoo"
+    ad = src / "grpo" / "state" / "adapter"
+    ad.mkdir(parents=True)
+    (ad / "adapter_config.json").write_text("{}")
+    (src / "grpo" / "state" / "state.json").write_text('{"updates": 4}')
+    with pytest.raises(UserError, match="has no adapter_model.safetensors .kept outside git.*--new-chain"):
+        restore(tmp_path / "w", src)
+    assert not (tmp_path / "w").exists()
+    (ad / "adapter_model.safetensors").write_bytes(b"weights")
+    restore(tmp_path / "w", src)
+    assert (tmp_path / "w" / "ret" / "grpo" / "state" / "adapter" / "adapter_model.safetensors").read_bytes() == b"weights"
+
+
 def _ret_at(root: Path, updates: int, rows: int = 2) -> Path:
     ret = root / "ret"
     (ret / "grpo" / "state" / "adapter").mkdir(parents=True)

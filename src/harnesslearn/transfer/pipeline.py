@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harnesslearn.adapters import fill_in, stand_in
+from harnesslearn.adapters import POINTER, WEIGHTS, fill_in, stand_in
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_text
 from harnesslearn.transfer import musique, stages
@@ -175,8 +175,11 @@ def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> li
     if new_chain:
         return _restore_new_chain(Path(work), Path(src))
     ret, src = Path(work) / "ret", Path(src)
+    plain = not (src / "results.tgz").is_file() and not any(src.glob("*.tar.*"))
+    if plain:
+        _check_state_weights(src)
     ret.mkdir(parents=True, exist_ok=True)
-    if not (src / "results.tgz").is_file() and not any(src.glob("*.tar.*")):
+    if plain:
         shutil.copytree(src, ret, dirs_exist_ok=True)
         fill_in(ret)  # the committed state's final adapter is the shipped one (land's stand_in)
         return sorted(p.name for p in ret.iterdir())
@@ -191,6 +194,16 @@ def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> li
             with tarfile.open(tar) as tf:
                 tf.extractall(ret, filter="data")
     return sorted(p.name for p in ret.iterdir())
+
+
+def _check_state_weights(src: Path) -> None:
+    """A committed GRPO state whose adapter weights were kept outside git (``state_zoo``: 17.5 MB would not fit
+    the device calls' carry) cannot be resumed from: say so before anything is copied, instead of a loader's
+    traceback on the device."""
+    ad = src / "grpo" / "state" / "adapter"
+    if (ad / "adapter_config.json").is_file() and not (ad / WEIGHTS).is_file() and not (ad / POINTER).is_file():
+        raise UserError(f"{ad} has no {WEIGHTS} (kept outside git): copy the weights in to resume this chain, "
+                        "or start a new one with --new-chain from a state that has sft.jsonl")
 
 
 def _restore_new_chain(work: Path, src: Path) -> list[str]:
