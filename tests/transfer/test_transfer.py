@@ -397,9 +397,11 @@ def test_land_makes_a_returned_stretch_the_committed_state_and_refuses_a_stale_o
 def test_land_takes_a_return_split_over_several_calls(tmp_path: Path) -> None:
     """Two device calls brought back parts of one stretch (the job's state in the first, a benchmark row and the
     kernel cache in the second): ``land`` takes both folders, a later folder's file replacing the same name in an
-    earlier one; the command line repeats --from. A folder that is not one is refused before anything is touched."""
+    earlier one, benchmark rows merged; the command line repeats --from. A folder that is not one is refused before anything is touched."""
     first = _returned(tmp_path, "w", 6)
     (first / "jitcache.tar").unlink()
+    row = {"engine": "openai", "model": "m", "device": "H100"}
+    (first / "gpu_eval.json").write_text(json.dumps([{**row, "label": "one", "tok": 1}, {**row, "label": "two", "tok": 2}]))
     second = tmp_path / "second"
     second.mkdir()
     (second / "jobs.log").write_text("later\n")
@@ -425,7 +427,9 @@ def test_land_takes_a_return_split_over_several_calls(tmp_path: Path) -> None:
     assert _snapshot(state) == _snapshot(tmp_path / "w" / "ret")
     assert (tmp_path / "notes" / "jobs.log").read_text() == "later\n"  # the later folder's
     assert (tmp_path / "keep" / "jitcache.tar").read_bytes() == b"kernels 2"
-    assert [r["label"] for r in json.loads(bench.read_text())] == ["two"]
+    # benchmark rows of every call add up (stretch 12 lost call 1's rows to call 2's file); a later row replaces its own
+    assert [(r["label"], r["tok"]) for r in json.loads(bench.read_text())] == [("one", 1), ("two", 9)]
+    assert [r["label"] for r in json.loads((tmp_path / "notes" / "gpu_eval.json").read_text())] == ["one", "two"]
     assert sorted(x.name for x in state.parent.iterdir()) == ["state"]
 
 

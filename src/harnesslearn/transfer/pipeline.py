@@ -306,7 +306,8 @@ def land(returned: str | Path | Sequence[str | Path], state: str | Path, *, pref
          force: bool = False) -> dict[str, Any]:
     """What a device stretch brought back (``returned``: the files of ``collect``, each named ``PREFIX+NAME``
     as ``experiments/device/watch.sh`` packs them; several folders when several calls brought back parts, a file
-    of a later folder taking the place of the same name in an earlier one) -> ``state``, the committed ret folder,
+    of a later folder taking the place of the same name in an earlier one, except ``gpu_eval.json``, whose rows
+    are merged in folder order as into ``bench``) -> ``state``, the committed ret folder,
     replaced whole
     (``log.txt`` left out; the SFT adapter, which is not committed, goes to ``keep`` if given). The raw logs
     (``jobs.log``, ``metrics.log``, ``solver_start.log``, ``gpu_eval.json``) are copied into ``logs`` and a
@@ -325,7 +326,11 @@ def land(returned: str | Path | Sequence[str | Path], state: str | Path, *, pref
             with tempfile.TemporaryDirectory(prefix="land-") as view:
                 for f in folders:  # in order: a later folder's file replaces an earlier one's
                     for p in sorted(f.iterdir()):
-                        if p.is_file():
+                        if p.name == "gpu_eval.json" and p.is_file():  # but benchmark rows add up (by BENCH_KEY)
+                            text = _merged_bench(p, Path(view) / p.name)
+                            (Path(view) / p.name).unlink(missing_ok=True)
+                            (Path(view) / p.name).write_text(text, encoding="utf-8")
+                        elif p.is_file():
                             (Path(view) / p.name).unlink(missing_ok=True)
                             (Path(view) / p.name).symlink_to(p.resolve())
                 return _land(Path(view), " + ".join(map(str, folders)), Path(state), prefix, logs, keep, bench, force)
