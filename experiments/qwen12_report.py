@@ -317,6 +317,68 @@ def duels_md(rows: list[dict[str, Any]], n_score: int, out: Path | None = None) 
     return [*md, f"![{png}]({png})", ""]
 
 
+def parent_duels(groups: list[dict[str, Any]], n_score: int) -> list[dict[str, Any]]:
+    """Does a group's best candidate beat the harness it was shown? Over the groups whose parent was scored on the
+    same problems (the rollouts' ``parent_J``, since session 41), per parent (the minimal seed or another: a zoo
+    harness in a zoo-seeded chain) and half of the updates: the mean parent J and mean best valid candidate J, and
+    how many groups' best candidate is ahead of the parent, or behind it, by at least one and two of the
+    ``n_score`` problems; groups without a scored valid candidate count as behind by nothing (``no_valid``)."""
+    from harnesslearn.harness import harness_id, load_harness
+
+    seed_id = harness_id(load_harness("minimal").source)
+    have = [g for g in groups if g.get("parent_J") is not None]
+    if not have or n_score < 1:
+        return []
+    cut, halves = _halves([int(g["step"]) + 1 for g in have])
+    one = 1.0 / n_score - 1e-9
+    rows: dict[tuple[str, bool], dict[str, Any]] = {}
+    for g in have:
+        kind = "minimal seed" if g.get("parent_id") == seed_id else "another harness"
+        second = int(g["step"]) + 1 > cut
+        r = rows.setdefault((kind, second), {"parent": kind, "updates": halves[second], "groups": 0, "no_valid": 0,
+                                             "ahead_by_1": 0, "ahead_by_2": 0, "behind_by_1": 0, "behind_by_2": 0,
+                                             "_parent": [], "_best": []})
+        r["groups"] += 1
+        js = [float(c["J"]) for c in g.get("candidates", []) if c.get("valid") and c.get("J") is not None]
+        if not js:
+            r["no_valid"] += 1
+            continue
+        margin = max(js) - float(g["parent_J"])
+        r["ahead_by_1"] += margin >= one
+        r["ahead_by_2"] += margin >= 2 * one
+        r["behind_by_1"] += -margin >= one
+        r["behind_by_2"] += -margin >= 2 * one
+        r["_parent"].append(float(g["parent_J"]))
+        r["_best"].append(max(js))
+    out = []
+    for _, r in sorted(rows.items()):
+        r["parent_J"], r["best_J"] = mean(r.pop("_parent")), mean(r.pop("_best"))
+        out.append(r)
+    return out
+
+
+def parent_md(rows: list[dict[str, Any]], n_score: int) -> list[str]:
+    if not rows:
+        return []
+    md = ["## GRPO: does a group's best candidate beat its parent? (training rollouts with the parent scored)", "",
+          f"Each context's parent harness was scored on its candidates' {n_score} problems with the same solver "
+          "(`parent_J`). Per parent and half of the updates, over the groups with a scored valid candidate: the "
+          "mean parent J and mean best candidate J, and how many groups' best candidate is ahead of its parent or "
+          "behind it by at least 1 and 2 problems (a one-problem margin is often luck). In a zoo-seeded chain a "
+          "copy of the parent is `no_change` (invalid), so 'ahead' is a revision that beats the zoo harness it "
+          "was shown. Training contexts, not held out.", "",
+          "| parent | updates | groups | no valid candidate | parent J | best candidate J | ahead by >= 1 / >= 2 | "
+          "behind by >= 1 / >= 2 |", "|---|---|---|---|---|---|---|---|"]
+    md += [f"| {r['parent']} | {r['updates']} | {r['groups']} | {r['no_valid']} | {cell(r['parent_J'])} | "
+           f"{cell(r['best_J'])} | {r['ahead_by_1']} / {r['ahead_by_2']} | {r['behind_by_1']} / {r['behind_by_2']} |"
+           for r in rows]
+    tot = {k: sum(r[k] for r in rows) for k in ("groups", "no_valid", "ahead_by_1", "ahead_by_2", "behind_by_1",
+                                                "behind_by_2")}
+    md += [f"| all | | {tot['groups']} | {tot['no_valid']} | | | {tot['ahead_by_1']} / {tot['ahead_by_2']} | "
+           f"{tot['behind_by_1']} / {tot['behind_by_2']} |", ""]
+    return md
+
+
 def rollout_copies(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per GRPO update, from ``scored_candidates``: of the valid candidates (revisions of the minimal seed), how
     many are near-copies of a zoo harness (difflib ratio >= zoo.NEAR_COPY), and the mean J of those and of the
@@ -723,6 +785,7 @@ def main(argv: list[str] | None = None) -> None:
     md += family_md(family_copies(cands), out)
     n_score = int((_load(ret, "settings.json") or {}).get("grpo.splits.n_score") or 0)
     md += duels_md(group_duels(cands, n_score), n_score, out)
+    md += parent_md(parent_duels(groups, n_score), n_score)
     md += signal_md(family_signal(groups))
     md += spread_md(group_spread(groups), zoo_distance(cands))
     md += anatomy_md(reward_anatomy(groups))

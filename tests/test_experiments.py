@@ -161,6 +161,38 @@ def test_family_copies_splits_the_updates_in_halves_and_each_family_by_the_zoo_f
     assert [r["updates"] for r in rep.family_copies(late)] == ["5-9", "12-20"]
 
 
+def test_parent_duels_compare_each_groups_best_candidate_with_its_scored_parent() -> None:
+    """The rollouts' ``parent_J`` (the parent on the same problems): per parent kind and half of the updates, how
+    many groups' best valid candidate beats the parent by one or two of n_score problems, or trails it; groups
+    without ``parent_J`` (older rollouts) are left out, and no such group gives no section."""
+    import qwen12_report as rep
+
+    from harnesslearn.harness import harness_id, load_harness
+
+    seed_id = harness_id(load_harness("minimal").source)
+
+    def g(step: int, parent: str, parent_j: float | None, js: list[float | None], valid: bool = True) -> dict:
+        return {"step": step, "parent_id": parent, "parent_J": parent_j,
+                "candidates": [{"valid": valid, "J": j} for j in js]}
+
+    groups = [g(0, "zoo-loop", 0.5, [0.75, 0.25]),    # ahead by one problem of 4
+              g(0, "zoo-loop", 0.5, [0.0, None]),     # behind by two
+              g(1, "zoo-loop", 0.25, [0.0], valid=False),  # nothing valid: no_valid
+              g(1, seed_id, 0.0, [1.0]),              # ahead by four
+              g(1, "zoo-loop", None, [1.0])]          # parent not scored: left out
+    rows = rep.parent_duels(groups, 4)
+    by = {(r["parent"], r["updates"]): r for r in rows}
+    first = by[("another harness", "1-1")]
+    assert (first["groups"], first["ahead_by_1"], first["ahead_by_2"], first["behind_by_1"], first["behind_by_2"]) \
+        == (2, 1, 0, 1, 1)
+    assert first["parent_J"] == 0.5 and first["best_J"] == 0.375
+    assert by[("another harness", "2-2")]["no_valid"] == 1 and by[("another harness", "2-2")]["best_J"] is None
+    assert by[("minimal seed", "2-2")]["ahead_by_2"] == 1
+    md = rep.parent_md(rows, 4)
+    assert md[-2] == "| all | | 4 | 1 | | | 2 / 1 | 1 / 1 |"
+    assert rep.parent_duels([g(0, "p", None, [1.0])], 4) == [] and rep.parent_md([], 4) == []
+
+
 def test_group_duels_count_margins_in_scoring_problems_within_each_group(tmp_path: Path) -> None:
     """The best non-copy against the best zoo copy of the same group (context), in problems of n_score: a quarter
     of J is one problem at n_score 4; a group without copies counts apart; groups are not mixed across contexts."""

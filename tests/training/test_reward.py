@@ -12,7 +12,13 @@ import pytest
 from harnesslearn.errors import InfraError
 from harnesslearn.harness import load_harness
 from harnesslearn.sandbox.records import RunRecord, Status
-from harnesslearn.training.reward import RewardRequest, harness_reward, harness_rewards, reward_value
+from harnesslearn.training.reward import (
+    RewardRequest,
+    harness_reward,
+    harness_rewards,
+    parent_scores,
+    reward_value,
+)
 
 COMPUTE = """<<<<<<< SEARCH
     return completion.strip()
@@ -87,6 +93,34 @@ def test_hand_computed_rewards_through_the_executor(env) -> None:
     assert half.reward == pytest.approx(even + 0.05 + 0.10 + 0.15)
     assert malformed.reward == 0.0
     assert again == compute  # identical requests share one evaluation
+
+
+def test_parent_scores_are_the_parents_J_on_the_candidates_problems_once_per_context(env) -> None:
+    """``parent_scores`` (GRPOSettings.score_parent): each request's parent harness on the same score-split
+    problems as its candidates, evaluated once per (parent, task, seed); None where infrastructure failed. The
+    rollout log keeps it as the bar a candidate must clear to beat what it was shown."""
+    from harnesslearn.harness import Harness
+    from harnesslearn.models import load_model
+    from harnesslearn.propose.edits import apply_proposal
+    from harnesslearn.sandbox import Executor, ExecutorConfig
+
+    task, solver = env
+    minimal = load_harness("minimal")
+    half = Harness(source=apply_proposal(minimal.source, HALF).source or "")
+    probs = task.problems("score", 4, 0)
+    even = sum(1 for p in probs if int(p.question.split(":")[-1].split("+")[0]) % 2 == 0) / len(probs)
+    reqs = [RewardRequest(minimal, COMPUTE, task, 0), RewardRequest(minimal, RAISES, task, 0),
+            RewardRequest(half, COMPUTE, task, 0), RewardRequest(half, COMPUTE, task, 5)]
+
+    async def go():
+        async with Executor(load_model(solver), ExecutorConfig(concurrency=2)) as ex:
+            return await parent_scores(reqs, ex, n=4)
+
+    got = asyncio.run(go())
+    assert got.keys() == {(minimal.id, task.spec, 0), (half.id, task.spec, 0), (half.id, task.spec, 5)}
+    assert got[(minimal.id, task.spec, 0)] == 0.0  # the solver always answers 0
+    assert got[(half.id, task.spec, 0)] == pytest.approx(even)
+    assert asyncio.run(parent_scores(reqs[:1], _InfraExecutor(raise_it=True), n=3)) == {(minimal.id, task.spec, 0): None}
 
 
 class _InfraExecutor:

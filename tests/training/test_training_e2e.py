@@ -120,6 +120,8 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
     groups = [json.loads(line) for line in Path(out["rollouts"]).read_text().splitlines()]
     assert sum(len(g["candidates"]) for g in groups) == 8
     assert all(g["prompt"].endswith("<<<<<<< SEARCH\n") for g in groups)  # the test-time prompt
+    # each context's parent scored on its candidates' problems (score_parent, on by default): the bar to clear
+    assert all(isinstance(g["parent_J"], float) and 0.0 <= g["parent_J"] <= 1.0 for g in groups)
     parts = out["reward_parts"][0]
     assert {"J", "parse_rate", "produce_rate", "completion_rate", "reward", "none_rate"} <= parts.keys()
 

@@ -160,6 +160,9 @@ class GRPOSettings(Settings):
     seed_harnesses: tuple[str, ...] = setting(("minimal",), None, "Seed harnesses contexts start from (names, .py "
                                               "paths, style:NAME, or zoo:NAME built for each context's family: "
                                               "a candidate then has to beat that zoo harness to beat its parent).")
+    score_parent: bool = setting(True, None, "Also score each context's parent harness on its candidates' problems "
+                                 "(the rollouts' parent_J, one evaluation per context): does a candidate beat the "
+                                 "harness it was shown? Recorded only, never part of the reward.")
     multistep: bool = setting(False, None, "Multistep variant: contexts from revision sequences of the policy as it "
                               "is when the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = setting(2, None, "Multistep: a context's harness is the best after k in [0, this] "

@@ -55,7 +55,7 @@ from harnesslearn.training.contexts import (
     task_spec,
 )
 from harnesslearn.training.model_io import chat_text, load_policy, lora_config
-from harnesslearn.training.reward import RewardRequest, harness_rewards
+from harnesslearn.training.reward import RewardRequest, RewardResult, harness_rewards, parent_scores
 from harnesslearn.training.rollouts import Candidate, RolloutSink
 from harnesslearn.training.sft import check_output_dir, resume_arg
 
@@ -151,8 +151,9 @@ class ExecutionReward:
 
     def __init__(self, runner: LoopThread, executor: HarnessExecutor, tasks: dict[str, Any], sink: RolloutSink, *,
                  n_score: int, budgets: Budgets | None, fmt: ProposerFormat, max_completion_length: int = 10**9,
-                 clock: PhaseClock | None = None, step_offset: int = 0) -> None:
+                 clock: PhaseClock | None = None, step_offset: int = 0, score_parent: bool = False) -> None:
         self.runner, self.executor, self.tasks, self.sink, self.fmt = runner, executor, tasks, sink, fmt
+        self.score_parent = score_parent  # each context's parent on the same problems, beside its candidates
         self.step_offset = step_offset  # updates done before this process (a resumed run)
         self.max_completion_length = max_completion_length
         self.n_score, self.budgets = n_score, budgets
@@ -169,9 +170,10 @@ class ExecutionReward:
         requests = [RewardRequest(p, text, self.tasks[spec], int(sd))
                     for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
         with self.clock.reward():
-            results = self.runner.run(harness_rewards(requests, self.executor, n=self.n_score, budgets=self.budgets))
+            results, bars = self.runner.run(self._score(requests))
         step = self.step_offset + int(getattr(trainer_state, "global_step", 0) or 0)
-        cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res)
+        cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res,
+                           bars.get((par.id, self.tasks[spec].spec, int(sd))))
                  for cid, spec, sd, par, pr, comp, prop, res
                  in zip(context_id, task_spec, seed, parents, prompts, completions, proposals, results, strict=True)]
         comps = self.sink.write(step, cands)
@@ -187,6 +189,17 @@ class ExecutionReward:
         print(f"harnesslearn: step {step} rewards " + " ".join(f"{k}={v:.3f}" for k, v in comps.items()),
               file=sys.stderr)
         return [r.reward for r in results]
+
+
+    async def _score(self, requests: list[RewardRequest]
+                     ) -> tuple[list[RewardResult], dict[tuple[str, str, int], float | None]]:
+        """The candidates' rewards and, with ``score_parent``, their parents' J, evaluated side by side."""
+        rewards = harness_rewards(requests, self.executor, n=self.n_score, budgets=self.budgets)
+        if not self.score_parent:
+            return await rewards, {}
+        bars = parent_scores(requests, self.executor, n=self.n_score, budgets=self.budgets)
+        results, scored = await asyncio.gather(rewards, bars)
+        return results, scored
 
 
 def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
@@ -346,7 +359,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
         sampling = cfg.proposer.sampling
         reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.splits.n_score, budgets=cfg.budgets,
                                  fmt=training_format(cfg), max_completion_length=sampling.max_tokens,
-                                 clock=clock, step_offset=step0)
+                                 clock=clock, step_offset=step0, score_parent=cfg.grpo.score_parent)
         args = GRPOConfig(
             **{"output_dir": cfg.output_dir, "seed": cfg.seed, **cfg.trainer.kwargs(),
                "max_steps": left},

@@ -103,6 +103,30 @@ async def harness_reward(
                         *timing)
 
 
+async def parent_scores(
+    requests: Sequence[RewardRequest],
+    executor: HarnessExecutor,
+    *,
+    n: int,
+    budgets: Budgets | None = None,
+) -> dict[tuple[str, str, int], float | None]:
+    """The J of each request's parent harness on the same ``n`` score-split problems as its candidates
+    (problem seed ``seed``), once per (parent, task spec, seed): the bar a candidate must clear to beat what
+    it was shown. None where infrastructure failures left nothing scored. Not part of any reward."""
+    from harnesslearn.evaluation import evaluate
+
+    async def one(rq: RewardRequest) -> float | None:
+        try:
+            ev = await evaluate(rq.parent, rq.task, "score", n, rq.seed, executor, budgets=budgets, progress=False)
+        except InfraError:
+            return None
+        return ev.J
+
+    unique = {(rq.parent.id, rq.task.spec, rq.seed): rq for rq in requests}
+    done = await asyncio.gather(*(one(rq) for rq in unique.values()))
+    return dict(zip(unique.keys(), done, strict=True))
+
+
 @dataclass(frozen=True)
 class RewardRequest:
     """One candidate to score: the parent harness, the proposer's completion, the task and the

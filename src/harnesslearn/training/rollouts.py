@@ -4,13 +4,14 @@ The export has one JSON object per group (one context, its candidates), self-con
 another RL stack can train on it or replay it::
 
     {"step": 3, "context_id": "c00012-maze", "task": "rg:maze", "seed": 12,
-     "parent_id": "...", "prompt": "...",
+     "parent_id": "...", "parent_J": 0.25, "prompt": "...",
      "candidates": [{"index": 0, "completion": "...", "proposal": "...", "reward": 0.35,
                      "J": 0.2, "parsed": true, "produced": true, "completion_rate": 0.0,
                      "valid": true, "reason": null, "harness_id": "..."}, ...]}
 
 ``reward`` is null when an infrastructure failure prevented scoring (the trainer treats it as
-missing, never as 0).
+missing, never as 0). ``parent_J`` is the parent harness's J on the same problems (null when it was not
+scored: ``score_parent`` off, or infrastructure failures).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Candidate:
     completion: str
     proposal: str
     result: RewardResult
+    parent_J: float | None = None  # the parent harness on the same problems (GRPOSettings.score_parent)
 
 
 def components(results: list[RewardResult]) -> dict[str, float]:
@@ -77,7 +79,7 @@ class RolloutSink:
                 head = group[0]
                 f.write(json.dumps({
                     "step": step, "context_id": cid, "task": head.task, "seed": head.seed,
-                    "parent_id": head.parent_id, "prompt": head.prompt,
+                    "parent_id": head.parent_id, "parent_J": head.parent_J, "prompt": head.prompt,
                     "candidates": [
                         {"index": i, "completion": c.completion, "proposal": c.proposal, **c.result.to_json()}
                         for i, c in enumerate(group)
