@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -282,12 +283,18 @@ def test_zoo_nearest_prunes_without_changing_the_answer() -> None:
 
 
 # ---------------------------------------------------------------------- the device's solver server
-def test_serve_solver_modes_and_the_eager_fallback() -> None:
+def _serve_solver() -> Any:
+    """experiments/device/serve_solver.py as a module (it is a script beside the device's shell scripts)."""
     sys.path.insert(0, str(EXP / "device"))
     try:
-        import serve_solver as ss
+        import serve_solver
     finally:
         sys.path.remove(str(EXP / "device"))
+    return serve_solver
+
+
+def test_serve_solver_modes_and_the_eager_fallback() -> None:
+    ss = _serve_solver()
     graphs = ss.argv("/m", 0.3, "graphs")
     cc = json.loads(graphs[graphs.index("--compilation-config") + 1])
     assert cc == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"} and "--enforce-eager" not in graphs
@@ -307,11 +314,7 @@ def test_serve_solver_modes_and_the_eager_fallback() -> None:
 
 
 def test_serve_solver_full_mode_graphs_every_step_and_falls_back_to_graphs_then_eager() -> None:
-    sys.path.insert(0, str(EXP / "device"))
-    try:
-        import serve_solver as ss
-    finally:
-        sys.path.remove(str(EXP / "device"))
+    ss = _serve_solver()
     full = ss.argv("/m", 0.3, "full")
     cc = json.loads(full[full.index("--compilation-config") + 1])
     assert cc == {"mode": 0, "cudagraph_mode": "FULL", "max_cudagraph_capture_size": ss.FULL_TOKENS}
@@ -331,11 +334,7 @@ def test_serve_solver_full_mode_graphs_every_step_and_falls_back_to_graphs_then_
 
 
 def test_serve_solver_takes_a_port_and_refuses_a_bad_one() -> None:
-    sys.path.insert(0, str(EXP / "device"))
-    try:
-        import serve_solver as ss
-    finally:
-        sys.path.remove(str(EXP / "device"))
+    ss = _serve_solver()
     a = ss.argv("/m", 0.15, "graphs", port=8001)
     assert a[a.index("--port") + 1] == "8001" and ss.argv("/m", 0.3, "eager")[ss.argv("/m", 0.3, "eager").index("--port") + 1] == "8000"
     execs: list[list[str]] = []
@@ -524,11 +523,7 @@ def test_reward_anatomy_reads_the_timing_of_newer_rollouts_and_skips_older_ones(
 
 
 def test_serve_solver_serves_adapters_by_name_and_refuses_a_folder_without_one(tmp_path: Path) -> None:
-    sys.path.insert(0, str(EXP / "device"))
-    try:
-        import serve_solver as ss
-    finally:
-        sys.path.remove(str(EXP / "device"))
+    ss = _serve_solver()
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "adapter_config.json").write_text("{}")
     lora = ss.loras(f"sft={tmp_path / 'sft'}")
