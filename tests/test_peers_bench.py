@@ -171,8 +171,9 @@ def test_hl_system_names_parse() -> None:
 def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model(tmp_path: Path) -> None:
     """With --server the driver starts no model server of its own and asks the one given; a +mem system's
     proposer is shown the shipped memory (a plain one is not), and an @trained system asks the model named
-    by --trained-proposer (a LoRA adapter's name on vLLM). The fake server answers every call with an
-    echo, so every proposal is invalid and every system returns its seed: only the wiring is under test."""
+    by --trained-proposer (a LoRA adapter's name on vLLM). The four runs go at once (--parallel 4). The fake server
+    answers every call with an echo, so every proposal is invalid and every system returns its seed: only the
+    wiring is under test."""
     import os
     import subprocess
 
@@ -187,11 +188,14 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
              "--server", server.url, "--served-name", "base", "--trained-proposer", "rl",
              "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained,zoo", "--tasks", "rg:gcd",
              "--proposer-calls", "1", "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve",
-             "--out", str(out)],
+             "--parallel", "4", "--out", str(out)],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
         assert p.returncode == 0, p.stderr[-3000:]
-        runs = {r["system"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+        listed = json.loads((out / "results.json").read_text())["runs"]
+        # all four ran at once (--parallel), each on its own budget; the table keeps the plan's order
+        assert [r["system"] for r in listed] == ["hl-sequential", "hl-sequential+mem", "hl-independent@trained", "zoo"]
+        runs = {r["system"]: r for r in listed}
         assert set(runs) == {"hl-sequential", "hl-sequential+mem", "hl-independent@trained", "zoo"}
         zoo = runs.pop("zoo")  # the best zoo harness on the score split: no proposer call, the zoo's file back
         assert "error" not in zoo and zoo["ledger"]["proposer_calls"] == 0 and zoo["ledger"]["evaluations"] == 5
@@ -207,6 +211,43 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         assert {r["model"] for r in server.requests if r not in proposals} == {"base"}  # the solver
     finally:
         server.stop()
+
+
+def test_the_service_keeps_runs_in_progress_apart_by_key() -> None:
+    """Two runs in progress at once (--parallel): each proposer call is booked on its own run's budget, a request
+    under one run's key for another system, or for a run not (or no longer) in progress, is refused with 409,
+    and a run cannot begin twice."""
+    import asyncio
+    from unittest import mock
+
+    from common import BestTracker, Ledger
+    from service import RunContext, Service
+
+    from harnesslearn.sandbox import Budgets
+    from harnesslearn.tasks import load_task
+
+    task = load_task("rg:gcd")
+    svc = Service(asyncio.new_event_loop(), None, "http://127.0.0.1:9/v1", Budgets()).start()
+    try:
+        runs = [RunContext(system, task, seed, {"feedback": [], "score": []}, 1, Ledger(system), BestTracker(1))
+                for system, seed in (("gepa", 0), ("gepa", 1))]
+        for r in runs:
+            svc.begin(r)
+        with pytest.raises(RuntimeError, match="already in progress"):
+            svc.begin(runs[0])
+        assert runs[0].key != runs[1].key and svc.llm_base(runs[1]).endswith(f"/run/{runs[1].key}/llm/gepa/v1")
+        ok = (200, b'{"usage": {"prompt_tokens": 3, "completion_tokens": 2}}')
+        with mock.patch.object(Service, "_forward", return_value=ok):
+            assert svc.handle_llm(runs[0].key, "gepa", "chat/completions", b"{}")[0] == 200
+            assert svc.handle_llm(runs[0].key, "gepa", "chat/completions", b"{}")[0] == 429  # its budget of 1 spent
+            assert svc.handle_llm(runs[1].key, "gepa", "chat/completions", b"{}")[0] == 200  # the other run's is not
+            assert svc.handle_llm(runs[0].key, "openevolve", "chat/completions", b"{}")[0] == 409
+            assert svc.handle_eval(runs[1].key, "openevolve", {"split": "score"})[0] == 409
+            svc.end(runs[0])
+            assert svc.handle_llm(runs[0].key, "gepa", "chat/completions", b"{}")[0] == 409
+        assert [(r.ledger.proposer_calls, r.ledger.proposer_refused) for r in runs] == [(1, 1), (1, 0)]
+    finally:
+        svc.close()
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")

@@ -112,7 +112,7 @@ class Driver:
         self.runtime = SolverRuntime(self.solver if args.executor == "local" else sharded, executor=args.executor,
                                      concurrency=args.concurrency, warm=False)
         self.executor: Any = None
-        self.test_cache: dict[tuple[str, int, str], Any] = {}
+        self.test_cache: dict[tuple[str, int, str], asyncio.Future[Any]] = {}
         self.test_solver_calls = 0
         self.test_s = 0.0
         self.work = Path(args.out) / "work"
@@ -129,16 +129,20 @@ class Driver:
         await self.runtime.aclose()  # the executor, then the solver
 
     async def test_eval(self, task: Any, seed: int, h: Any) -> Any:
-        """The test-split evaluation of ``h`` (once per harness: it is reporting, not search)."""
+        """The test-split evaluation of ``h`` (once per harness: it is reporting, not search; runs in parallel
+        that ask for the same one share its single evaluation)."""
         from harnesslearn.evaluation import evaluate
 
         key = (task.spec, seed, h.id)
         if key not in self.test_cache:
-            ev = await evaluate(h, task, "test", self.args.n_test, seed, self.executor, self.budgets, progress=False)
-            self.test_cache[key] = ev
-            self.test_solver_calls += ev.solver_calls
-            self.test_s += ev.wall_s
-        return self.test_cache[key]
+            async def once() -> Any:
+                ev = await evaluate(h, task, "test", self.args.n_test, seed, self.executor, self.budgets,
+                                    progress=False)
+                self.test_solver_calls += ev.solver_calls
+                self.test_s += ev.wall_s
+                return ev
+            self.test_cache[key] = asyncio.ensure_future(once())
+        return await asyncio.shield(self.test_cache[key])
 
     def context(self, system: str, task: Any, seed: int) -> Any:
         from service import RunContext
@@ -154,7 +158,7 @@ class Driver:
 
         a = self.args
         return {
-            "service": self.svc.url, "llm_base": self.svc.llm_base(system), "model": self.args.served_name,
+            "service": self.svc.run_url(ctx), "llm_base": self.svc.llm_base(ctx), "model": self.args.served_name,
             "seed_source": seed_src, "budget": a.proposer_calls, "seed": seed,
             "temperature": a.temperature, "max_tokens": a.max_tokens,
             "task_description": task.description[:1500], "api": runtime_api_doc().strip(),
@@ -171,7 +175,7 @@ class Driver:
         cfg_path, out_path = run_dir / "config.json", run_dir / "result.json"
         cfg_path.write_text(json.dumps(self.peer_config(system, task, seed, ctx, seed_src, run_dir / "state"), indent=1))
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env["PEERS_SERVICE"] = self.svc.url
+        env["PEERS_SERVICE"] = self.svc.run_url(ctx)
         env["OPENAI_API_KEY"] = "EMPTY"
         runner = HERE / ("gepa_runner.py" if system == "gepa" else "openevolve_runner.py")
         python, site = self.venvs[system]
@@ -224,7 +228,7 @@ class Driver:
             proposer=ProposerSettings(sampling=Sampling(temperature=a.temperature, max_tokens=a.max_tokens)),
             runtime=RuntimeSettings(concurrency=a.concurrency), memory=memory)
         name = a.trained_proposer if trained else a.served_name  # a LoRA adapter is served under its own name
-        proposer = load_model(f"openai:{name}", base_url=self.svc.llm_base(ctx.system), cache=False, timeout=1800.0)
+        proposer = load_model(f"openai:{name}", base_url=self.svc.llm_base(ctx), cache=False, timeout=1800.0)
 
         async def efn(h: Any, t: Any, split: str, n: int, s: int, ex: Any, b: Any, progress: bool) -> Any:
             if split == "test":  # adapt reports the seed and its best on test: the driver's one evaluation
@@ -273,12 +277,12 @@ class Driver:
                              else self.run_peer(system, task, seed, ctx, seed_h.source))
                 best_h = Harness(out["best_source"])
         except Exception as e:  # noqa: BLE001 - the table says why instead of a number
-            self.svc.end()
+            self.svc.end(ctx)
             log(f"{system} on {task.spec} seed {seed} failed: {e}")
             row.update({"error": str(e)[:300], "ledger": ctx.ledger.to_json(), "wall_s": time.perf_counter() - t0})
             return row
         row["wall_s"] = time.perf_counter() - t0
-        self.svc.end()
+        self.svc.end(ctx)
         row["ledger"] = ctx.ledger.to_json()
         row["infra_failures"] = ctx.infra_failures
         row["returned_harness_id"] = best_h.id
@@ -453,34 +457,47 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
 
 
 async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) -> list[dict[str, Any]]:
+    """Every (task, seed, system) run of the plan, ``--parallel`` of them at a time (each its own budget, ledger and
+    service key; the executor and the model server shared), the finished ones written to ``OUT/partial`` in plan
+    order as they end."""
     from harnesslearn.tasks import load_task
 
     drv = Driver(args, llm_url, venvs)
     await drv.start()
-    rows: list[dict[str, Any]] = []
     carried: dict[tuple[str, int, str], dict[str, Any]] = {}
     if args.carry:
         carried = carried_runs(Path(args.carry), meta(args, 0.0), args.rerun)
+    plan = [(load_task(task_spec(name.strip())), seed, system) for name in args.tasks.split(",")
+            for seed in range(args.seed0, args.seed0 + args.seeds) for system in args.systems.split(",")]
+    done: dict[int, dict[str, Any]] = {}
+    gate = asyncio.Semaphore(max(1, args.parallel))
+
+    def write() -> None:
+        write_outputs([done[i] for i in sorted(done)], meta(args, time.perf_counter() - args.t0),
+                      Path(args.out) / "partial")
+
+    async def cell(i: int, task: Any, seed: int, system: str) -> None:
+        async with gate:
+            if args.max_minutes and time.perf_counter() - args.t0 > args.max_minutes * 60:
+                done[i] = {"task": task.spec, "seed": seed, "system": system,
+                           "error": f"not run: --max-minutes {args.max_minutes:g} was spent before it began"}
+                return
+            log(f"{system} on {task.spec} seed {seed}")
+            done[i] = await drv.one(system, task, seed)
+            write()
+
     try:
-        for name in args.tasks.split(","):
-            task = load_task(task_spec(name.strip()))
-            for seed in range(args.seed0, args.seed0 + args.seeds):
-                for system in args.systems.split(","):
-                    if (task.spec, seed, system) in carried:
-                        rows.append({**carried[(task.spec, seed, system)], "carried_from": args.carry})
-                        log(f"{system} on {task.spec} seed {seed}: carried from {args.carry}")
-                        continue
-                    elapsed = time.perf_counter() - args.t0
-                    if args.max_minutes and elapsed > args.max_minutes * 60:
-                        rows.append({"task": task.spec, "seed": seed, "system": system,
-                                     "error": f"not run: --max-minutes {args.max_minutes:g} was spent before it began"})
-                        continue
-                    log(f"{system} on {task.spec} seed {seed}")
-                    rows.append(await drv.one(system, task, seed))
-                    write_outputs(rows, meta(args, time.perf_counter() - args.t0), Path(args.out) / "partial")
+        runs = []
+        for i, (task, seed, system) in enumerate(plan):
+            if (task.spec, seed, system) in carried:
+                done[i] = {**carried[(task.spec, seed, system)], "carried_from": args.carry}
+                log(f"{system} on {task.spec} seed {seed}: carried from {args.carry}")
+            else:
+                runs.append(cell(i, task, seed, system))
+        await asyncio.gather(*runs)
     finally:
         await drv.close()
-    return rows
+    return [done[i] for i in sorted(done)]
 
 
 SAME_SETTINGS = ("model", "proposer_calls", "candidates", "n_feedback", "n_score", "n_test", "temperature",
@@ -599,6 +616,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-curve", dest="curve", action="store_false",
                    help="test-evaluate only the returned harnesses (not every score-split best along the way)")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--parallel", type=int, default=1,
+                   help="(task, seed, system) runs in flight at once, each with its own budget and ledger (the "
+                        "executor's --concurrency and the model server shared): on a GPU, many runs keep the engine "
+                        "full where one sequential run leaves it idle")
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="start no new run after this many minutes (the rest are marked not run); 0: no limit")
     p.add_argument("--carry", metavar="DIR", default=None,
@@ -613,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_partial:
         from_partial(Path(args.from_partial), Path(args.out))
         return 0
+    if args.parallel < 1:
+        p.error("--parallel must be at least 1")
     if args.proposer_calls % args.candidates:
         p.error("--proposer-calls must be a multiple of --candidates (sequential rounds x K)")
     bad = [s for s in args.systems.split(",") + args.rerun.split(",") if s and s not in SYSTEMS]

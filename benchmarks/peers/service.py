@@ -1,17 +1,20 @@
 """The driver's loopback HTTP service that every system in the comparison goes through.
 
-- ``POST /eval/SYSTEM`` ``{"source", "split", "ids"}``: runs the harness ``source`` on those
+Every route is under ``/run/KEY/``, KEY naming one (task, seed, system) in progress (``RunContext.key``):
+
+- ``POST /run/KEY/eval/SYSTEM`` ``{"source", "split", "ids"}``: runs the harness ``source`` on those
   problems of ``split`` with OUR sandboxed evaluation (``harnesslearn.evaluation.evaluate``,
   the same executor and solver for every system) and returns the peer view of it
   (``common.peer_view``: gold answers on the feedback split only). The test split is refused:
   only the driver evaluates it, once, at the end. Ids not in the split are refused.
-- ``POST /llm/SYSTEM/v1/chat/completions`` (and ``/completions``, ``GET .../models``): a
+- ``POST /run/KEY/llm/SYSTEM/v1/chat/completions`` (and ``/completions``, ``GET .../models``): a
   counting proxy to the one ``llama_cpp.server``; the proposer of every system (ours included)
   is pointed here, so proposer calls and tokens are counted the same way for all, and a call
   over the proposer budget is refused (HTTP 429 with a reason) before it reaches the model.
 
-One (task, seed, system) runs at a time: ``Service.begin`` sets it, and requests tagged with
-another system are refused (HTTP 409).
+Several runs may be in progress at once (the driver's ``--parallel``): ``Service.begin`` registers one under its
+key and ``Service.end`` removes it; a request for a key not in progress, or for another system than the key's, is
+refused (HTTP 409), so no run can spend another's budget or book its evaluations.
 """
 
 from __future__ import annotations
@@ -47,11 +50,17 @@ class RunContext:
     sources: dict[str, str] = field(default_factory=dict)  # harness id -> source (every harness evaluated)
     infra_failures: int = 0
 
+    @property
+    def key(self) -> str:
+        """The run's name in the service's URLs (and its work folder's): task, seed and system, URL-safe."""
+        return "-".join(("".join(c if c.isalnum() else "_" for c in x)[:60])
+                        for x in (self.task.spec, f"s{self.seed}", self.system))
+
 
 class Service:
     def __init__(self, loop: asyncio.AbstractEventLoop, executor: Any, llm_url: str, budgets: Budgets) -> None:
         self.loop, self.executor, self.llm_url, self.budgets = loop, executor, llm_url.rstrip("/"), budgets
-        self.ctx: RunContext | None = None
+        self.runs: dict[str, RunContext] = {}  # the runs in progress, by key
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -67,15 +76,26 @@ class Service:
         self.httpd.server_close()
 
     def begin(self, ctx: RunContext) -> None:
-        self.ctx = ctx
+        with self._lock:
+            if ctx.key in self.runs:
+                raise RuntimeError(f"run {ctx.key} is already in progress")
+            self.runs[ctx.key] = ctx
 
-    def end(self) -> RunContext:
-        ctx, self.ctx = self.ctx, None
-        assert ctx is not None
-        return ctx
+    def end(self, ctx: RunContext) -> None:
+        with self._lock:
+            self.runs.pop(ctx.key, None)
 
-    def llm_base(self, system: str) -> str:
-        return f"{self.url}/llm/{system}/v1"
+    def run_url(self, ctx: RunContext) -> str:
+        """The service as one run sees it: its evaluations go to ``/eval/SYSTEM`` under this URL."""
+        return f"{self.url}/run/{ctx.key}"
+
+    def llm_base(self, ctx: RunContext) -> str:
+        return f"{self.run_url(ctx)}/llm/{ctx.system}/v1"
+
+    def _ctx(self, key: str, system: str) -> RunContext | None:
+        with self._lock:
+            ctx = self.runs.get(key)
+        return ctx if ctx is not None and ctx.system == system else None
 
     # ------------------------------------------------------------------ evaluation
     async def run_eval(self, ctx: RunContext, harness: Harness, split: str, problems: list[Problem]) -> Evaluation:
@@ -91,10 +111,10 @@ class Service:
             ctx.tracker.record(ctx.ledger.proposer_calls, ev.J, harness.id, harness.source, len(problems))
         return ev
 
-    def handle_eval(self, system: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        ctx = self.ctx
-        if ctx is None or ctx.system != system:
-            return 409, {"error": f"no run of {system} in progress"}
+    def handle_eval(self, key: str, system: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        ctx = self._ctx(key, system)
+        if ctx is None:
+            return 409, {"error": f"no run {key} of {system} in progress"}
         split = body.get("split")
         if split not in ctx.splits:
             return 403, {"error": f"split {split!r} is not available to the systems (feedback and score only)"}
@@ -120,10 +140,10 @@ class Service:
                      "problems": peer_view(split, rows)}
 
     # ------------------------------------------------------------------ proposer proxy
-    def handle_llm(self, system: str, rest: str, body: bytes | None) -> tuple[int, bytes]:
-        ctx = self.ctx
-        if ctx is None or ctx.system != system:
-            return 409, json.dumps({"error": {"message": f"no run of {system} in progress"}}).encode()
+    def handle_llm(self, key: str, system: str, rest: str, body: bytes | None) -> tuple[int, bytes]:
+        ctx = self._ctx(key, system)
+        if ctx is None:
+            return 409, json.dumps({"error": {"message": f"no run {key} of {system} in progress"}}).encode()
         if body is None:  # GET models
             return self._forward(rest, None)[:2]
         with self._lock:
@@ -173,13 +193,13 @@ def _handler(svc: Service) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _route(self, body: bytes | None) -> None:
-            parts = self.path.strip("/").split("/", 2)
+            parts = self.path.strip("/").split("/", 4)  # run, KEY, eval|llm, SYSTEM[, v1/...]
             try:
-                if len(parts) >= 2 and parts[0] == "eval" and body is not None:
-                    code, out = svc.handle_eval(parts[1], json.loads(body or b"{}"))
+                if len(parts) == 4 and parts[0] == "run" and parts[2] == "eval" and body is not None:
+                    code, out = svc.handle_eval(parts[1], parts[3], json.loads(body or b"{}"))
                     self._send(code, json.dumps(out).encode())
-                elif len(parts) == 3 and parts[0] == "llm" and parts[2].startswith("v1/"):
-                    code, data = svc.handle_llm(parts[1], parts[2][3:], body)
+                elif len(parts) == 5 and parts[0] == "run" and parts[2] == "llm" and parts[4].startswith("v1/"):
+                    code, data = svc.handle_llm(parts[1], parts[3], parts[4][3:], body)
                     self._send(code, data)
                 else:
                     self._send(404, b'{"error": "not found"}')
