@@ -448,6 +448,30 @@ def test_solver_sh_starts_servers_on_several_ports_one_after_another_and_lists_t
         time.sleep(0.2)
 
 
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_watch_sh_brings_back_a_plain_output_folder_whole_without_its_work(tmp_path: Path) -> None:
+    """experiments/device/watch.sh with a folder that is not a qwen12 work folder (the peers benchmark's --out):
+    it comes back as NAME.tgz in $OUT, the finished and partial results in, the work/ subfolder (the runs' stores)
+    out."""
+    import subprocess
+    import tarfile
+
+    peers, out = tmp_path / "peers-b16", tmp_path / "out"
+    (peers / "partial").mkdir(parents=True)
+    (peers / "work").mkdir()
+    (peers / "partial" / "results.json").write_text("{}")
+    (peers / "results.md").write_text("# table")
+    (peers / "work" / "store.sqlite").write_bytes(b"x" * 1000)
+    out.mkdir()
+    p = subprocess.run(["bash", str(EXP / "device" / "watch.sh"), "1", "1", str(peers)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "OUT": str(out)})
+    assert p.returncode == 0, p.stderr
+    with tarfile.open(out / "peers-b16.tgz") as tf:
+        names = {n.removeprefix("./") for n in tf.getnames()}
+    assert {"partial/results.json", "results.md"} <= names and not any(n.startswith("work") for n in names), names
+    assert sorted(x.name for x in out.iterdir() if x.name.endswith(".tgz")) == ["peers-b16.tgz"]  # no temporary left
+
+
 FAKE_RUN_PY = """#!/bin/bash
 # python3 for jobs.sh's test: a qwen12.py run only says what it was given; anything else is the real python
 if [ "$1" = experiments/qwen12.py ]; then echo "run $PWD ${*:2}" >> "$FAKE_ROOT/order"; exit 0; fi
@@ -494,6 +518,8 @@ def test_jobs_sh_runs_runs_and_shell_steps_in_order_detached_and_goes_on_after_a
     assert "step 1 of 4" in log and "step 2 failed: exit 3" in log and "step 3 failed: exit 2" in log, log
     assert "step 4 of 4" in log, log
     assert (src / "experiments" / "qwen12.py").exists() and (src / "src" / "harnesslearn").is_dir()
+    # the benchmarks come along (a step may be the peers benchmark), the peers' installed environments do not
+    assert (src / "benchmarks" / "peers" / "run.py").exists() and not (src / "benchmarks" / "peers" / ".venvs").exists()
     end = time.monotonic() + 30  # the metrics sampler ends once the jobs have ended
     while subprocess.run(["pgrep", "-f", f"{src}/experiments/device/sample.sh"], capture_output=True).returncode == 0:
         assert time.monotonic() < end, "sample.sh outlived the jobs"

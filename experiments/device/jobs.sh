@@ -5,7 +5,8 @@
 # names another. Log /tmp/dev/jobs.log; /tmp/dev/jobs.done appears when all have ended.
 # An argument that begins with '!' is a shell command instead, run at its turn in the same copy of the
 # repository: a step between stages, such as the solver server restarted with the adapters that the stages
-# before it trained. Each step's start is logged with its time; a step that fails is logged, and the next runs.
+# before it trained, or the peers benchmark (`!python3 benchmarks/peers/run.py ... --out /tmp/peers-b16`). Each
+# step's start is logged with its time; a step that fails is logged, and the next runs.
 # The sandbox runs with issue 31's engine setting (HL_RUNTIME; a job's own --runtime.* options come later and
 # win): 4 trusted shards, 256 runs in flight, no spare slots (benchmarks/gpu_eval.py on an H100: 9,720 solver
 # tok/s against 6,940 for one trusted process). HL_RUNTIME="" gives the settings' own (local, 192 + 48 spare).
@@ -19,6 +20,8 @@ cd "$(dirname "$0")/../.."
 D="${HL_DEV_DIR:-/tmp/dev}"  # the device's scratch folder (a test gives its own)
 export HL_DEV_DIR="$D"       # for the steps and sample.sh
 rm -rf "$D/jobs-src" "$D/jobs.done" "$D"/step-*.sh && mkdir -p "$D/jobs-src" && cp -r src experiments "$D/jobs-src/"
+# the benchmarks too (a step may run benchmarks/peers/run.py, issue 35), without the peers' installed environments
+tar cf - --exclude=.venvs benchmarks | tar xf - -C "$D/jobs-src"
 Q=$(printf %q "$D")  # the folder as jobs.run spells it
 SOLVER='openai:qwen?base_url=http://127.0.0.1:8000/v1&timeout=300&prefill=true'
 RUNTIME="${HL_RUNTIME---runtime.executor shards:4 --runtime.concurrency 256 --runtime.spare-slots 0}"

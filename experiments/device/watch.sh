@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the H200: wait up to $1 seconds while the jobs of jobs.sh run, packing each work folder's results into
 # $OUT every $2 seconds (qwen12.py collect; files are named WORKNAME.FILE and each is moved in whole, so a
-# call cut short still brings back what finished), then print the log's tail.
-#     experiments/device/watch.sh 500 60 /tmp/w1 /tmp/w2
+# call cut short still brings back what finished), then print the log's tail. A folder that is not a work
+# folder (no ret/: the peers benchmark's --out) comes back whole as NAME.tgz, its work/ subfolder left out.
+#     experiments/device/watch.sh 500 60 /tmp/w1 /tmp/w2 /tmp/peers-b16
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
@@ -11,6 +12,11 @@ end=$((SECONDS + T))
 pack() {
   for w in "$@"; do
     n=$(basename "$w"); rm -rf "/tmp/pack-$n"
+    if [ -d "$w" ] && [ ! -d "$w/ret" ]; then  # a plain output folder (the peers'): its results, not its work
+      tar czf "/tmp/pack-$n.tgz" --exclude=./work -C "$w" . 2>/dev/null \
+        && mv "/tmp/pack-$n.tgz" "$OUT/.$n.tgz" && mv "$OUT/.$n.tgz" "$OUT/$n.tgz"
+      continue
+    fi
     python3 experiments/qwen12.py collect --work "$w" --out "/tmp/pack-$n" >/dev/null 2>&1 || continue
     for f in "/tmp/pack-$n"/*; do
       [ -f "$f" ] && cp "$f" "$OUT/.$n.$(basename "$f")" && mv "$OUT/.$n.$(basename "$f")" "$OUT/$n.$(basename "$f")"
