@@ -190,7 +190,6 @@ class ExecutionReward:
               file=sys.stderr)
         return [r.reward for r in results]
 
-
     async def _score(self, requests: list[RewardRequest]
                      ) -> tuple[list[RewardResult], dict[tuple[str, str, int], float | None]]:
         """The candidates' rewards and, with ``score_parent``, their parents' J, evaluated side by side."""
