@@ -34,6 +34,11 @@ LABELS = {
 }
 
 
+def slug(spec: str) -> str:
+    """A task spec or system name as a file and URL part."""
+    return "".join(ch if ch.isalnum() else "_" for ch in spec)[:60]
+
+
 def hl_system(system: str) -> tuple[str, bool, bool]:
     """``hl-sequential+mem@trained`` -> (strategy, with memory, trained proposer)."""
     name, _, who = system.removeprefix("hl-").partition("@")

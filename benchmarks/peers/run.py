@@ -47,6 +47,7 @@ from common import (  # this folder is on sys.path: the script's own
     hl_system,
     mean_by_system,
     render_table,
+    slug,
     summarise_oe_diff_log,
 )
 
@@ -169,7 +170,7 @@ class Driver:
         }
 
     async def run_peer(self, system: str, task: Any, seed: int, ctx: Any, seed_src: str) -> dict[str, Any]:
-        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{_slug(system)}"
+        run_dir = self.work / ctx.key
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         cfg_path, out_path = run_dir / "config.json", run_dir / "result.json"
@@ -211,7 +212,7 @@ class Driver:
 
         a = self.args
         strategy, with_memory, trained = hl_system(system)
-        run_dir = self.work / f"{_slug(task.spec)}-s{seed}-{_slug(ctx.system)}"
+        run_dir = self.work / ctx.key
         shutil.rmtree(run_dir, ignore_errors=True)
         memory = MemorySettings()
         if with_memory:  # a copy of the shipped memory per run: no run reads what another one added
@@ -323,10 +324,6 @@ def _score_of(ctx: Any, hid: str) -> float | None:
     return None
 
 
-def _slug(spec: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in spec)[:60]
-
-
 def hl_validity(a: dict[str, Any]) -> dict[str, Any]:
     """harnesslearn's proposals: valid under the strict edit rules (an edit that leaves the parent as it
     was is invalid, ``no_change``, so no valid proposal can reproduce its parent), with the invalid reasons."""
@@ -407,7 +404,7 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
     hdir.mkdir(exist_ok=True)
     for r in rows:  # every harness each system had evaluated (its proposals), for reading
         if r.get("evaluated_harnesses"):
-            name = f"{_slug(r['task'])}-s{r['seed']}-{r['system']}.json"
+            name = f"{slug(r['task'])}-s{r['seed']}-{r['system']}.json"
             (hdir / name).write_text(json.dumps({"returned": r.get("returned_harness_id"),
                                                  "harnesses": r["evaluated_harnesses"]}, indent=1))
     (out / "results.json").write_text(json.dumps({"meta": meta, "runs": slim, "harnesses": {
@@ -538,7 +535,7 @@ def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dic
         r["returned_source"] = data["harnesses"].get(f"{key[0]}|{key[1]}|{key[2]}")
         if r["returned_source"]:  # measured again: runs recorded before the measure (or before a change to it)
             r["returned_nearest_zoo"] = near(r["returned_source"])
-        hf = src / "harnesses" / f"{_slug(key[0])}-s{key[1]}-{key[2]}.json"
+        hf = src / "harnesses" / f"{slug(key[0])}-s{key[1]}-{key[2]}.json"
         if hf.exists():
             r["evaluated_harnesses"] = json.loads(hf.read_text())["harnesses"]
             if key[2] == "gepa" and not r.get("error"):  # recount with the current rule

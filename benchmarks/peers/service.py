@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from common import BestTracker, Ledger, peer_view
+from common import BestTracker, Ledger, peer_view, slug
 
 from harnesslearn.evaluation import Evaluation, evaluate
 from harnesslearn.harness import Harness, check_source
@@ -53,8 +53,7 @@ class RunContext:
     @property
     def key(self) -> str:
         """The run's name in the service's URLs (and its work folder's): task, seed and system, URL-safe."""
-        return "-".join(("".join(c if c.isalnum() else "_" for c in x)[:60])
-                        for x in (self.task.spec, f"s{self.seed}", self.system))
+        return f"{slug(self.task.spec)}-s{self.seed}-{slug(self.system)}"
 
 
 class Service:
