@@ -120,6 +120,29 @@ def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_setti
         run.carried_runs(tmp_path, {**now, "model": 2})
 
 
+def test_a_plain_run_that_was_shown_the_memory_is_loaded_as_not_run(tmp_path: Path) -> None:
+    """Rows of a system without the memory whose proposer saw memory entries (stretch 13's, before the fix) are
+    not results: loaded, they are runs not run, so the tables leave them out and ``--carry`` runs them again."""
+    import run  # benchmarks/peers/run.py
+
+    now = {k: 1 for k in run.SAME_SETTINGS}
+
+    def row(system: str, shown: list[str]) -> dict[str, object]:
+        return {"task": "rg:gcd", "seed": 0, "system": system, "test_J": 0.9, "seed_test_J": 0.4, "score_J": 1.0,
+                "peer": {"adapt": {"memory_shown": shown, "invalid_reasons": {}, "proposals": 1,
+                                   "valid_proposals": 1}}}
+
+    runs = [row("hl-sequential", ["e1"]), row("hl-sequential+mem", ["e1"]), row("hl-independent@trained", [])]
+    (tmp_path / "results.json").write_text(json.dumps({"meta": now, "runs": runs, "harnesses": {}}))
+    _, done = run.load_rows(tmp_path)
+    bad = done[("rg:gcd", 0, "hl-sequential")]
+    assert bad["error"].startswith("not run: its proposer was shown 1 harness-memory entries")
+    assert bad["discarded"] == {"test_J": 0.9, "seed_test_J": 0.4, "score_J": 1.0}
+    assert "error" not in done[("rg:gcd", 0, "hl-sequential+mem")]
+    assert "error" not in done[("rg:gcd", 0, "hl-independent@trained")]
+    assert sorted(k[2] for k in run.carried_runs(tmp_path, now)) == ["hl-independent@trained", "hl-sequential+mem"]
+
+
 PROPOSER = '''
 SEARCH_PART = "    return completion.strip()\\n"
 EDITS = [
@@ -180,6 +203,12 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from fault_proxy import FakeOpenAIServer
 
+    from harnesslearn.memory import shipped_copy
+
+    # a default memory with entries, as on the device (where $HARNESSLEARN_CACHE_DIR is set, the default memory is
+    # on): a plain system must not be shown it (stretch 13's plain rows were, from what earlier runs had stored)
+    default_memory = tmp_path / "default-memory.sqlite"
+    assert shipped_copy(default_memory) >= 2
     server = FakeOpenAIServer().start()
     try:
         out = tmp_path / "out"
@@ -190,7 +219,8 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
              "--proposer-calls", "1", "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve",
              "--parallel", "4", "--out", str(out)],
             capture_output=True, text=True, timeout=600,
-            env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
+            env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0",
+                 "HARNESSLEARN_MEMORY": str(default_memory)})
         assert p.returncode == 0, p.stderr[-3000:]
         listed = json.loads((out / "results.json").read_text())["runs"]
         # all four ran at once (--parallel), each on its own budget; the table keeps the plan's order
@@ -208,6 +238,7 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         assert sorted(r["model"] for r in proposals) == ["base", "base", "rl"]
         shown = ["Harnesses that worked on other tasks" in json.dumps(r) for r in proposals]
         assert sum(shown) == 1  # the +mem system's prompt alone
+        assert [bool(r["peer"]["adapt"]["memory_shown"]) for r in listed[:3]] == [False, True, False]
         assert {r["model"] for r in server.requests if r not in proposals} == {"base"}  # the solver
     finally:
         server.stop()
