@@ -345,3 +345,36 @@ def test_peers_install_offline_from_a_folder_of_wheels(tmp_path: Path) -> None:
     assert out.stdout.strip() == "offline"
     (wheels / "gepa-0.1.4-py3-none-any.whl").unlink()  # installed and pinned: not installed again
     assert run.ensure_venv("gepa", tmp_path / "venvs", str(wheels)) == (python, site)
+
+
+def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Path) -> None:
+    """The budget table of summary.py: means over the (task, seed) cells every system finished (a system's extra
+    cells do not enter), paired against the best zoo harness, zoo copies counted; one folder per budget."""
+    import summary  # benchmarks/peers/summary.py
+
+    from harnesslearn import zoo
+
+    def row(task: str, seed: int, system: str, test: float, **kw: object) -> dict[str, object]:
+        return {"task": task, "seed": seed, "system": system, "test_J": test, "seed_test_J": 0.25,
+                "ledger": {"proposer_calls": 0 if system == "zoo" else 16}, **kw}
+
+    runs = [row("rg:gcd", 0, "gepa", 0.5), row("rg:gcd", 0, "zoo", 0.75), row("rg:gcd", 1, "gepa", 1.0),
+            row("rg:gcd", 1, "zoo", 0.5), row("rg:maze", 0, "gepa", 0.0),  # maze: no zoo run, left out
+            row("rg:maze", 0, "zoo", 0.0, error="not run: stopped")]
+    folders = []
+    for calls in (16, 64):
+        f = tmp_path / f"b{calls}"
+        f.mkdir()
+        (f / "results.json").write_text(json.dumps({"meta": {"proposer_calls": calls}, "runs": runs, "harnesses": {
+            "rg:gcd|0|zoo": zoo.source("interpreter_loop"), "rg:gcd|1|zoo": zoo.source("interpreter_loop")}}))
+        folders.append(str(f))
+    assert summary.main([*reversed(folders), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert md.index("## 16 proposer calls") < md.index("## 64 proposer calls")
+    assert "2 cells" in md and "Cells: rg:gcd (2)." in md
+    assert "| GEPA 0.1.4 | 0.750 [0.500, 1.000] | +0.500 [+0.250, +0.750] | +0.125 [-0.250, +0.500] | 1 / 2 | 0 / 2 | 16.0 |" in md
+    assert "| best zoo harness (score split; no proposer) | 0.625 [0.500, 0.750] |" in md and "| 2 / 2 | 0.0 |" in md
+    assert "| rg:maze | GEPA 0.1.4 | 0.000 (1) | 0.000 (1) |" in md  # per task: every finished run
+    assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000
+    with pytest.raises(SystemExit, match="a second folder at 16 proposer calls"):
+        summary.main([folders[0], folders[0], "--out", str(tmp_path / "out")])
