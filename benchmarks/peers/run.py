@@ -580,20 +580,10 @@ def from_partial(src: Path, out: Path) -> None:
     write_outputs(rows, m, out)
 
 
-def gpu_names() -> str:
-    """``", GPU: NAME"`` where ``nvidia-smi`` answers, else ``""``."""
-    if not shutil.which("nvidia-smi"):
-        return ""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30).stdout.split("\n")
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    names = [n.strip() for n in out if n.strip()]
-    return f", GPU: {', '.join(names)}" if names else ""
-
-
 def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
+    from harnesslearn.gpu import device_name
+
+    gpu = device_name()
     return {"model": f"{args.served_name} at {args.server}" if args.server else args.model,
             "trained_proposer": args.trained_proposer, "memory_k": args.memory_k, "proposer_calls": args.proposer_calls, "candidates": args.candidates,
             "n_feedback": args.n_feedback, "n_score": args.n_score, "n_test": args.n_test,
@@ -601,7 +591,8 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
             "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
             "command": " ".join(["benchmarks/peers/run.py", *sys.argv[1:]]), "wall_s": wall, "carry": args.carry,
             "rerun": args.rerun, "executor": args.executor, "concurrency": args.concurrency,
-            "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, load shared with other jobs){gpu_names()}",
+            "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, load shared with other jobs)"
+                       + ("" if gpu == "cpu" else f", GPU: {gpu}"),
             "server": args.server,
             "versions": dict(PEERS)}
 
