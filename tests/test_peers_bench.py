@@ -378,3 +378,45 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
     assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000
     with pytest.raises(SystemExit, match="a second folder at 16 proposer calls"):
         summary.main([folders[0], folders[0], "--out", str(tmp_path / "out")])
+
+
+def test_partial_writes_run_off_the_loop_one_at_a_time_and_coalesce() -> None:
+    """The driver's partial outputs: each write in a worker thread (the event loop keeps ticking during it), never
+    two at once, marks during a write served by one more write with the latest state, and close() waits for it."""
+    import asyncio
+    import threading
+    import time
+
+    from common import Coalesced
+
+    state = {"n": 0}
+    writes: list[tuple[int, str]] = []
+    busy = threading.Lock()
+
+    def write(snap: int) -> None:
+        assert busy.acquire(blocking=False), "two writes at once"
+        try:
+            time.sleep(0.2)
+            writes.append((snap, threading.current_thread().name))
+        finally:
+            busy.release()
+
+    async def main() -> int:
+        c = Coalesced(lambda: state["n"], write)
+        ticks = 0
+        state["n"] = 1
+        c.mark()  # the first write starts with state 1
+        for n in range(2, 7):  # five more cells end during it
+            await asyncio.sleep(0.01)
+            state["n"] = n
+            c.mark()
+        while c.task is not None and not c.task.done():  # the loop is free while the threads write
+            ticks += 1
+            await asyncio.sleep(0.01)
+        await c.close()
+        return ticks
+
+    ticks = asyncio.run(main())
+    assert [w[0] for w in writes] == [1, 6]  # two writes, not six; the second with the latest state
+    assert all(name != "MainThread" for _, name in writes)
+    assert ticks >= 20  # ~0.4 s of writing, the loop ticking every 10 ms through it

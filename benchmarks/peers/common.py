@@ -6,9 +6,10 @@ Imported by ``run.py`` (the driver) and by ``tests/test_peers_bench.py``. Standa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -272,3 +273,30 @@ def mean_by_system(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
                   "zoo_runs": len(vs), "minus_zoo": sum(vs) / len(vs) if vs else math.nan,
                   "above_zoo": sum(1 for v in vs if v > 1e-9)}
     return out
+
+
+class Coalesced:
+    """Calls ``write(snapshot())`` in a worker thread whenever ``mark()`` was called since the last call, one call at
+    a time: marks that come during a write are served by one more write, not one each. ``snapshot`` runs on the
+    event loop (so it sees a consistent state), the write off it: the loop goes on serving the runs in flight.
+    Stretch 13's driver wrote its partial outputs synchronously after every finished cell, ~1 s each on the loop
+    that also dispatches every system's evaluations. ``close()`` waits for the last write (and raises its error)."""
+
+    def __init__(self, snapshot: Callable[[], Any], write: Callable[[Any], None]) -> None:
+        self.snapshot, self.write = snapshot, write
+        self.dirty = False
+        self.task: asyncio.Future[None] | None = None
+
+    def mark(self) -> None:
+        self.dirty = True
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        while self.dirty:
+            self.dirty = False
+            await asyncio.to_thread(self.write, self.snapshot())
+
+    async def close(self) -> None:
+        if self.task is not None:
+            await self.task

@@ -42,6 +42,7 @@ from common import (  # this folder is on sys.path: the script's own
     LABELS,
     SYSTEMS,
     BestTracker,
+    Coalesced,
     Ledger,
     gepa_validity,
     hl_system,
@@ -399,7 +400,8 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
+def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path, draw: bool = True) -> None:
+    """``results.json``, ``results.md``, each run's evaluated harnesses and (``draw``) the plot, in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     slim = [{k: v for k, v in r.items() if k not in ("returned_source", "evaluated_harnesses")} for r in rows]
     hdir = out / "harnesses"
@@ -454,8 +456,9 @@ def write_outputs(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
         if not r.get("error") and r.get("validity", {}).get("note"):
             lines.append(f"- {r['task']} seed {r['seed']}, {LABELS[r['system']]}: {r['validity']['note']}")
     (out / "results.md").write_text("\n".join(lines) + "\n")
-    plot(rows, out / "test_J_vs_proposer_calls.png",
-         f"{meta['model']} as solver and proposer (small-model run); step = best harness by score split")
+    if draw:  # the partial outputs skip it (from_partial draws it)
+        plot(rows, out / "test_J_vs_proposer_calls.png",
+             f"{meta['model']} as solver and proposer (small-model run); step = best harness by score split")
 
 
 async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) -> list[dict[str, Any]]:
@@ -474,9 +477,8 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) 
     done: dict[int, dict[str, Any]] = {}
     gate = asyncio.Semaphore(max(1, args.parallel))
 
-    def write() -> None:
-        write_outputs([done[i] for i in sorted(done)], meta(args, time.perf_counter() - args.t0),
-                      Path(args.out) / "partial")
+    partial = Coalesced(lambda: ([done[i] for i in sorted(done)], meta(args, time.perf_counter() - args.t0)),
+                        lambda snap: write_outputs(*snap, Path(args.out) / "partial", draw=False))
 
     async def cell(i: int, task: Any, seed: int, system: str) -> None:
         async with gate:
@@ -486,7 +488,7 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) 
                 return
             log(f"{system} on {task.spec} seed {seed}")
             done[i] = await drv.one(system, task, seed)
-            write()
+            partial.mark()
 
     try:
         runs = []
@@ -498,7 +500,10 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) 
                 runs.append(cell(i, task, seed, system))
         await asyncio.gather(*runs)
     finally:
-        await drv.close()
+        try:
+            await partial.close()
+        finally:
+            await drv.close()
     return [done[i] for i in sorted(done)]
 
 
