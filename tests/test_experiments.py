@@ -851,3 +851,23 @@ def test_the_ship_verdict_follows_the_issues_rule_and_beyond_the_zoo_asks_for_th
     assert md[0].startswith("## Ship the adapter?")
     assert md[-2] == "| RL | 0.350 [0.250, 0.450] | yes | n/a | no | 100% | **yes** | **no** |"
     assert rep.verdict_md([]) == []
+
+
+def test_compute_probe_sorts_revisions_by_what_they_do_with_the_solver(tmp_path: Path) -> None:
+    import compute_probe
+
+    def s(text: str, valid: bool = True, reason: str | None = None) -> dict[str, Any]:
+        return {"text": text + "\n>>>>>>> REPLACE", "valid": valid, "reason": reason}
+
+    samples = [
+        s("    nums = [int(x) for x in re.findall(r'\\d+', question)]\n    return str(math.gcd(*nums))"),
+        s("    code = model.generate([{'role': 'user', 'content': question}])[0]\n    return model.python(code)"),
+        s("    return model(f'Q: {question}\\nA:', max_tokens=64).strip()"),
+        s("    return model(prompt)", valid=False, reason="no_change"),
+        s("    return (", valid=False, reason="syntax_error"),
+    ]
+    assert [compute_probe.kind(x) for x in samples] == [
+        "computes", "solver_program", "prompt_level", "no_change", "invalid"]
+    f = tmp_path / "out.json"
+    f.write_text(json.dumps({"prompt": "p/gcd.json", "arms": {"base": {"samples": samples}}}))
+    assert "| gcd.json | base | 5 | 1 | 1 | 1 | 1 | 1 |" in compute_probe.table([f])
