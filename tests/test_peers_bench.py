@@ -349,7 +349,9 @@ def test_peers_install_offline_from_a_folder_of_wheels(tmp_path: Path) -> None:
 
 def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Path) -> None:
     """The budget table of summary.py: means over the (task, seed) cells every system finished (a system's extra
-    cells do not enter), paired against the best zoo harness, zoo copies counted; one folder per budget."""
+    cells do not enter), paired against the best zoo harness and against our sequential system, zoo copies counted;
+    what each returned harness does with the solver, and the cells where a peer beats each of ours; one folder per
+    budget."""
     import summary  # benchmarks/peers/summary.py
 
     from harnesslearn import zoo
@@ -360,20 +362,34 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
 
     runs = [row("rg:gcd", 0, "gepa", 0.5), row("rg:gcd", 0, "zoo", 0.75), row("rg:gcd", 1, "gepa", 1.0),
             row("rg:gcd", 1, "zoo", 0.5), row("rg:maze", 0, "gepa", 0.0),  # maze: no zoo run, left out
-            row("rg:maze", 0, "zoo", 0.0, error="not run: stopped")]
+            row("rg:maze", 0, "zoo", 0.0, error="not run: stopped"),
+            *(row("rg:gcd", seed, "hl-sequential", test, peer={"adapt": {
+                "proposals": 16, "valid_proposals": 16, "invalid_reasons": {}, "memory_shown": []}})
+              for seed, test in ((0, 0.75), (1, 0.5)))]
     folders = []
     for calls in (16, 64):
         f = tmp_path / f"b{calls}"
         f.mkdir()
         (f / "results.json").write_text(json.dumps({"meta": {"proposer_calls": calls}, "runs": runs, "harnesses": {
-            "rg:gcd|0|zoo": zoo.source("interpreter_loop"), "rg:gcd|1|zoo": zoo.source("interpreter_loop")}}))
+            "rg:gcd|0|zoo": zoo.source("interpreter_loop"), "rg:gcd|1|zoo": zoo.source("interpreter_loop"),
+            "rg:gcd|1|gepa": "from math import gcd\n\ndef solve(model, q):\n    return str(gcd(4, 6))\n",
+            "rg:gcd|0|gepa": "def solve(model, q):\n    return model(q)\n",
+            "rg:gcd|1|hl-sequential": "def solve(model, q):\n    return model(q)\n"}}))
         folders.append(str(f))
     assert summary.main([*reversed(folders), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "summary.md").read_text()
     assert md.index("## 16 proposer calls") < md.index("## 64 proposer calls")
     assert "2 cells" in md and "Cells: rg:gcd (2)." in md
-    assert "| GEPA 0.1.4 | 0.750 [0.500, 1.000] | +0.500 [+0.250, +0.750] | +0.125 [-0.250, +0.500] | 1 / 2 | 0 / 2 | 16.0 |" in md
+    assert ("| GEPA 0.1.4 | 0.750 [0.500, 1.000] | +0.500 [+0.250, +0.750] | +0.125 [-0.250, +0.500] | 1 / 2 |"
+            " +0.125 [-0.250, +0.500] | 0 / 2 | 16.0 |") in md  # minus ours: 0.5 - 0.75 and 1.0 - 0.5
+    assert "| harnesslearn sequential | 0.625 [0.500, 0.750] | +0.375 [+0.250, +0.500] | +0.000 [+0.000, +0.000] | 0 / 2 | n/a |" in md
     assert "| best zoo harness (score split; no proposer) | 0.625 [0.500, 0.750] |" in md and "| 2 / 2 | 0.0 |" in md
+    # solver use per budget (computes, solver_program, prompt_level): GEPA's maze run has no source recorded
+    assert "| GEPA 0.1.4 | 1 | 0 | 1 | 1 | 0 | 1 |" in md
+    assert "| best zoo harness (score split; no proposer) | 0 | 2 | 0 | 0 | 2 | 0 |" in md
+    # the peer's win on gcd seed 1 at both budgets (seed 0: GEPA 0.5 below our 0.75), and nothing on maze (none of ours)
+    assert md.count("| rg:gcd | 1 | GEPA 0.1.4 | 1.000 | computes | harnesslearn sequential | 0.500 | prompt_level | 1 |") == 2
+    assert "| rg:gcd | 0 | GEPA" not in md and "rg:maze | 0 | GEPA" not in md
     assert "| rg:maze | GEPA 0.1.4 | 0.000 (1) | 0.000 (1) |" in md  # per task: every finished run
     assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000
     with pytest.raises(SystemExit, match="a second folder at 16 proposer calls"):

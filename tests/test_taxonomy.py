@@ -70,3 +70,27 @@ def test_ordinary_harness_is_not_flagged() -> None:
     assert find_answer_tables(seed_source("minimal"), ["What is 2 + 2?"]) == []
     small = "M = {'one': 1, 'two': 2, 'three': 3}\ndef solve(model, question):\n    return ''\n"
     assert find_answer_tables(small) == []
+
+
+def test_solver_use_reads_what_a_harness_does_with_its_solver() -> None:
+    """computes (no model call: GEPA's gcd program), solver_program (model.python, also through a helper that gets
+    the model), prompt_level (solver calls only), invalid; a __main__ block that calls the model does not count."""
+    from harnesslearn import zoo
+    from harnesslearn.taxonomy import solver_use
+
+    computes = ("import re\nfrom math import gcd\n\ndef solve(model, question):\n"
+                "    a, b = map(int, re.findall(r'\\d+', question)[:2])\n    return str(gcd(a, b))\n\n"
+                "if __name__ == '__main__':\n    print(solve(model, 'GCD of 4 and 6?'))\n    model('x')\n")
+    assert solver_use(computes) == "computes"
+    assert solver_use("def solve(m, q):\n    return m(f'Q: {q}').strip()\n") == "prompt_level"
+    assert solver_use("def solve(model, q):\n    return model.generate([{'role': 'user', 'content': q}])[0]\n") \
+        == "prompt_level"
+    helper = ("def run(llm, code):\n    return llm.python(code)\n\n"
+              "def solve(model, question):\n    code = model(question)\n    return run(llm=model, code=code)\n")
+    assert solver_use(helper) == "solver_program"
+    assert solver_use(zoo.source("interpreter_loop")) == "solver_program"
+    assert solver_use("def solve(model, q)\n    return q\n") == "invalid"
+    assert solver_use("def answer(model, q):\n    return q\n") == "invalid"
+    # a helper of the same name as the model parameter of another function: followed once, no loop
+    loop = "def f(model):\n    return f(model)\n\ndef solve(model, q):\n    return f(model)\n"
+    assert solver_use(loop) == "computes"

@@ -201,3 +201,53 @@ def find_answer_tables(source: str, questions: Iterable[str] = ()) -> list[Table
             if len(pairs) == len(node.elts):
                 flags.append(TableFlag("pair_list", line, f"{len(pairs)} literal (key, value) pairs"))
     return flags
+
+
+SOLVER_USES = ("computes", "solver_program", "prompt_level", "invalid")
+
+
+def solver_use(source: str) -> str:
+    """What a harness does with its solver, from its source (no run needed):
+
+    - ``computes``: ``solve()`` never calls the model: the answer is computed in Python (GEPA's gcd program);
+    - ``solver_program``: the solver writes a program that ``model.python`` runs (the zoo's interpreter loop);
+    - ``prompt_level``: solver calls and Python around them (prompts, extraction, post-processing);
+    - ``invalid``: no parseable module with a ``solve`` function.
+
+    The model is ``solve``'s first parameter, followed into the module's functions that receive it as an argument;
+    a top-level ``if __name__ == "__main__":`` block is not the harness and is left out.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "invalid"
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    solve = funcs.get("solve")
+    if solve is None or not solve.args.args:
+        return "invalid"
+    reached, todo, uses = set(), [(solve, solve.args.args[0].arg)], set()
+    while todo:
+        fn, name = todo.pop()
+        if (fn.name, name) in reached:
+            continue
+        reached.add((fn.name, name))
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == name:
+                uses.add("call")
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == name:
+                uses.add("python" if f.attr == "python" else "call")
+            callee = funcs.get(f.id) if isinstance(f, ast.Name) else None
+            if callee is not None:  # the model passed on to a helper of the module: follow it there
+                params = [a.arg for a in callee.args.args]
+                for i, arg in enumerate(node.args):
+                    if isinstance(arg, ast.Name) and arg.id == name and i < len(params):
+                        todo.append((callee, params[i]))
+                for kw in node.keywords:
+                    if isinstance(kw.value, ast.Name) and kw.value.id == name and kw.arg in params:
+                        todo.append((callee, kw.arg))
+    if "python" in uses:
+        return "solver_program"
+    return "prompt_level" if uses else "computes"
