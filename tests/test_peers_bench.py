@@ -184,9 +184,10 @@ def test_hl_validity_counts_no_op_and_blank_line_edits_as_no_change(tmp_path: Pa
 def test_hl_system_names_parse() -> None:
     from common import SYSTEMS, hl_system
 
-    assert hl_system("hl-sequential") == ("sequential", False, False)
-    assert hl_system("hl-independent+mem") == ("independent", True, False)
-    assert hl_system("hl-sequential+mem@trained") == ("sequential", True, True)
+    assert hl_system("hl-sequential") == ("sequential", False, False, "auto")
+    assert hl_system("hl-independent+mem") == ("independent", True, False, "auto")
+    assert hl_system("hl-sequential+mem@trained") == ("sequential", True, True, "auto")
+    assert hl_system("hl-independent~file") == ("independent", False, False, "chat-file")
     assert all(hl_system(s)[0] in ("sequential", "independent") for s in SYSTEMS if s.startswith("hl-"))
 
 
@@ -215,18 +216,19 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         p = subprocess.run(
             [sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "run.py"),
              "--server", server.url, "--served-name", "base", "--trained-proposer", "rl",
-             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained,zoo", "--tasks", "rg:gcd",
+             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained,hl-sequential~file,zoo",
+             "--tasks", "rg:gcd",
              "--proposer-calls", "1", "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve",
-             "--parallel", "4", "--out", str(out)],
+             "--parallel", "5", "--out", str(out)],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0",
                  "HARNESSLEARN_MEMORY": str(default_memory)})
         assert p.returncode == 0, p.stderr[-3000:]
         listed = json.loads((out / "results.json").read_text())["runs"]
-        # all four ran at once (--parallel), each on its own budget; the table keeps the plan's order
-        assert [r["system"] for r in listed] == ["hl-sequential", "hl-sequential+mem", "hl-independent@trained", "zoo"]
+        # all five ran at once (--parallel), each on its own budget; the table keeps the plan's order
+        assert [r["system"] for r in listed] == ["hl-sequential", "hl-sequential+mem", "hl-independent@trained",
+                                                 "hl-sequential~file", "zoo"]
         runs = {r["system"]: r for r in listed}
-        assert set(runs) == {"hl-sequential", "hl-sequential+mem", "hl-independent@trained", "zoo"}
         zoo = runs.pop("zoo")  # the best zoo harness on the score split: no proposer call, the zoo's file back
         assert "error" not in zoo and zoo["ledger"]["proposer_calls"] == 0 and zoo["ledger"]["evaluations"] == 5
         assert zoo["returned_nearest_zoo"]["ratio"] == 1.0 and zoo["validity"]["note"].startswith("no proposer: 5")
@@ -235,10 +237,13 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         md = (out / "results.md").read_text()
         assert "| best zoo harness (score split; no proposer) | 1 |" in md and " / 1) |" in md
         proposals = [r for r in server.requests if "SEARCH" in json.dumps(r)]  # the proposer's calls
-        assert sorted(r["model"] for r in proposals) == ["base", "base", "rl"]
+        assert sorted(r["model"] for r in proposals) == ["base", "base", "base", "rl"]
         shown = ["Harnesses that worked on other tasks" in json.dumps(r) for r in proposals]
         assert sum(shown) == 1  # the +mem system's prompt alone
-        assert [bool(r["peer"]["adapt"]["memory_shown"]) for r in listed[:3]] == [False, True, False]
+        assert [bool(r["peer"]["adapt"]["memory_shown"]) for r in listed[:4]] == [False, True, False, False]
+        # the whole file is asked for where the memory is shown (chat-file, the default there) and by ~file alone
+        whole = ["the complete new harness file" in json.dumps(r) for r in proposals]
+        assert sum(whole) == 2 and all(w for w, m in zip(whole, shown, strict=True) if m)
         assert {r["model"] for r in server.requests if r not in proposals} == {"base"}  # the solver
     finally:
         server.stop()

@@ -11,15 +11,18 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from harnesslearn.evaluation import clip as _clip
 from harnesslearn.evaluation import improves
 
-# hl-STRATEGY[+mem][@trained]: +mem shows the proposer the shipped harness memory (built from paper-train
-# families only); @trained asks the trained proposer (--trained-proposer: its name on the server) instead
+# hl-STRATEGY[+mem][~file][@trained]: +mem shows the proposer the shipped harness memory (built from paper-train
+# families only); ~file asks for the whole harness file (the chat-file format, which +mem gets by default, and
+# what GEPA's reflection asks for) with no memory shown; @trained asks the trained proposer (--trained-proposer:
+# its name on the server) instead
 SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve", "hl-sequential+mem", "hl-independent+mem",
-           "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained", "zoo")
+           "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained", "hl-sequential~file",
+           "hl-independent~file", "zoo")
 DEFAULT_SYSTEMS = (*SYSTEMS[:4], "zoo")
 LABELS = {
     "hl-sequential": "harnesslearn sequential",
@@ -31,6 +34,8 @@ LABELS = {
     "hl-sequential@trained": "harnesslearn sequential, trained proposer",
     "hl-independent@trained": "harnesslearn independent, trained proposer",
     "hl-sequential+mem@trained": "harnesslearn sequential + memory, trained proposer",
+    "hl-sequential~file": "harnesslearn sequential, whole-file revisions",
+    "hl-independent~file": "harnesslearn independent, whole-file revisions",
     "zoo": "best zoo harness (score split; no proposer)",
 }
 
@@ -40,11 +45,19 @@ def slug(spec: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in spec)[:60]
 
 
-def hl_system(system: str) -> tuple[str, bool, bool]:
-    """``hl-sequential+mem@trained`` -> (strategy, with memory, trained proposer)."""
+class HlSystem(NamedTuple):
+    strategy: str  # sequential | independent
+    memory: bool  # shown the shipped harness memory
+    trained: bool  # the trained proposer
+    format: str  # the proposer format (ProposerSettings.format): auto, or chat-file for ~file
+
+
+def hl_system(system: str) -> HlSystem:
+    """``hl-sequential+mem@trained`` -> (strategy, with memory, trained proposer, proposer format)."""
     name, _, who = system.removeprefix("hl-").partition("@")
+    name, _, fmt = name.partition("~")
     strategy, _, mem = name.partition("+")
-    return strategy, mem == "mem", who == "trained"
+    return HlSystem(strategy, mem == "mem", who == "trained", "chat-file" if fmt == "file" else "auto")
 PEER_SPLITS = ("feedback", "score")  # the only splits a system may have evaluated; test is ours alone
 MAX_TRACE_CHARS = 400
 

@@ -213,7 +213,7 @@ class Driver:
         )
 
         a = self.args
-        strategy, with_memory, trained = hl_system(system)
+        strategy, with_memory, trained, fmt = hl_system(system)
         run_dir = self.work / ctx.key
         shutil.rmtree(run_dir, ignore_errors=True)
         # off unless +mem, whatever the environment: stretch 13 (session 42) ran with $HARNESSLEARN_CACHE_DIR set, so
@@ -230,7 +230,7 @@ class Driver:
         settings = AdaptSettings(
             strategy=strategy, rounds=rounds, candidates=k, seed=seed, budgets=self.budgets,
             splits=Splits(n_feedback=a.n_feedback, n_score=a.n_score, n_test=a.n_test),
-            proposer=ProposerSettings(sampling=Sampling(temperature=a.temperature, max_tokens=a.max_tokens)),
+            proposer=ProposerSettings(format=fmt, sampling=Sampling(temperature=a.temperature, max_tokens=a.max_tokens)),
             runtime=RuntimeSettings(concurrency=a.concurrency), memory=memory)
         name = a.trained_proposer if trained else a.served_name  # a LoRA adapter is served under its own name
         proposer = load_model(f"openai:{name}", base_url=self.svc.llm_base(ctx), cache=False, timeout=1800.0)
