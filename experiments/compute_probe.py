@@ -18,6 +18,15 @@ samples of ``proposer_samples.py`` (one ``--out`` JSON per prompt) by what the r
         --prompt benchmarks/data/gcd_proposer_prompt_compute.json --out compute.json
     .venv/bin/python experiments/compute_probe.py orig.json compute.json
 
+The whole-file form (``--format chat-file``: what GEPA's reflection asks for, and what a ``+mem`` run gets by
+default) of the same prompt, for the peers benchmark's ``~file`` arm:
+
+    .venv/bin/python experiments/compute_probe.py --file-form benchmarks/data/gcd_proposer_prompt.json \
+        benchmarks/data/gcd_proposer_prompt_file.json
+    .venv/bin/python experiments/proposer_samples.py --arm base --k 24 --seed 7 --max-tokens 512 --format chat-file \
+        --prompt benchmarks/data/gcd_proposer_prompt_file.json --out file.json
+    .venv/bin/python experiments/compute_probe.py orig.json compute.json file.json
+
 No candidate is scored: the rows say what the proposer writes, not how well it does.
 """
 
@@ -33,9 +42,15 @@ KINDS = ("computes", "solver_program", "prompt_level", "no_change", "invalid")
 
 
 def kind(sample: dict[str, Any]) -> str:
-    """What a sampled revision of the seed's ``solve()`` does with the solver (see the module docstring)."""
+    """What a sampled revision of the seed's ``solve()`` does with the solver (see the module docstring): read from
+    the revised harness (``harnesslearn.taxonomy.solver_use``) where the sample keeps it (since session 43), else
+    from the REPLACE text of a chat-prefill sample (the session-42 files)."""
     if not sample["valid"]:
         return "no_change" if sample.get("reason") == "no_change" else "invalid"
+    if sample.get("source"):
+        from harnesslearn.taxonomy import solver_use
+
+        return solver_use(sample["source"])
     body = sample["text"].split(">>>>>>> REPLACE")[0]
     if "model.python" in body:
         return "solver_program"
@@ -45,20 +60,45 @@ def kind(sample: dict[str, Any]) -> str:
 
 
 def table(files: list[Path]) -> str:
-    lines = ["| prompt | arm | samples | " + " | ".join(KINDS) + " |", "|---|---|---|" + "---|" * len(KINDS)]
+    lines = ["| prompt | format | arm | samples | " + " | ".join(KINDS) + " |",
+             "|---|---|---|---|" + "---|" * len(KINDS)]
     for f in files:
         data = json.loads(f.read_text())
         for arm, a in data["arms"].items():
             n = Counter(kind(s) for s in a["samples"])
-            lines.append(f"| {Path(data['prompt']).name} | {arm} | {len(a['samples'])} | "
-                         + " | ".join(str(n[k]) for k in KINDS) + " |")
+            lines.append(f"| {Path(data['prompt']).name} | {data.get('format', 'chat-prefill')} | {arm} |"
+                         f" {len(a['samples'])} | " + " | ".join(str(n[k]) for k in KINDS) + " |")
     return "\n".join(lines)
+
+
+def file_form(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A chat-prefill revision prompt in the chat-file form, as ``formats.ChatFile`` renders the same context: the
+    user message's format section (after "## How to write your revision") asks for the whole file in words, and
+    no assistant turn is started."""
+    from harnesslearn.propose.prompt import template
+
+    head = "## How to write your revision\n"
+    user = next(m for m in messages if m["role"] == "user")["content"]
+    if head not in user:
+        raise SystemExit(f"not a revision prompt: its user message has no {head.strip()!r} section")
+    return [m if m["role"] != "user" else {"role": "user", "content": user[:user.index(head) + len(head)]
+                                           + template("chat_file")}
+            for m in messages if m["role"] != "assistant"]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("files", nargs="+", type=Path, help="proposer_samples.py --out files")
+    p.add_argument("files", nargs="*", type=Path, help="proposer_samples.py --out files")
+    p.add_argument("--file-form", nargs=2, type=Path, metavar=("PROMPT", "OUT"),
+                   help="write PROMPT (a chat-prefill prompt) in the chat-file form to OUT, and stop")
     a = p.parse_args(argv)
+    if a.file_form:
+        src, out = a.file_form
+        out.write_text(json.dumps(file_form(json.loads(src.read_text())), indent=1) + "\n")
+        print(f"wrote {out}")
+        return 0
+    if not a.files:
+        p.error("give proposer_samples.py --out files, or --file-form")
     print(table(a.files))
     return 0
 

@@ -62,16 +62,23 @@ async def samples(spec: str, messages: list[dict[str, str]], k: int, temperature
     return out
 
 
-def judge(prefill: str, text: str, parent: str | None = None) -> dict[str, Any]:
-    """The sample as a proposal (the prompt's started assistant turn + the sample) on ``parent`` (default: the
-    minimal seed)."""
+def judge(prefill: str, text: str, parent: str | None = None, fmt: str | None = None,
+          hit_max_tokens: bool = False) -> dict[str, Any]:
+    """The sample as a proposal on ``parent`` (default: the minimal seed): the prompt's started assistant turn + the
+    sample, or, with ``fmt`` (a chat format that asks in words: ``chat-file``, ``chat-function``), the sample read
+    as that format reads a reply. A valid one keeps the revised harness's ``source``."""
     from harnesslearn import zoo
     from harnesslearn.harness import load_harness
     from harnesslearn.propose.edits import apply_proposal
+    from harnesslearn.propose.formats import by_name
 
-    r = apply_proposal(parent if parent is not None else load_harness("minimal").source, prefill + text)
+    parent = parent if parent is not None else load_harness("minimal").source
+    proposal = (by_name(fmt).decode(text, [], hit_max_tokens=hit_max_tokens, source=parent) if fmt
+                else prefill + text)
+    r = apply_proposal(parent, proposal)
+    ok = r.valid and r.source is not None
     return {"valid": r.valid, "reason": None if r.reason is None else str(r.reason.value),
-            "nearest_zoo": zoo.near(r.source) if r.valid and r.source is not None else None}
+            "nearest_zoo": zoo.near(r.source) if ok else None, **({"source": r.source} if ok else {})}
 
 
 def parent_of(prompt: dict[str, Any]) -> str:
@@ -319,6 +326,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--temperature", type=float, default=0.8, help="the eval stage's proposer temperature")
     p.add_argument("--max-tokens", type=int, default=768, help="the eval stage's proposer limit")
     p.add_argument("--seed", type=int, default=10007)
+    p.add_argument("--format", default=None, choices=["chat-file", "chat-function"],
+                   help="--prompt asks in words in this format (no started assistant turn): read each reply as it "
+                   "does (default: the prompt's started assistant turn + the sample)")
     p.add_argument("--out", default=None)
     p.add_argument("--families", default=None, help="eval (the 21 paper-eval families), train (the 5 paper-train "
                    "ones) or a comma list: each "
@@ -359,13 +369,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return res
     messages = json.loads(Path(a.prompt).read_text())
     prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+    if bool(prefill) == bool(a.format):
+        p.error("--format goes with a prompt that asks in words (no started assistant turn), and only there")
     res: dict[str, Any] = {"model": a.model, "prompt": a.prompt, "k": a.k, "temperature": a.temperature,
-                           "max_tokens": a.max_tokens, "arms": {}}
+                           "max_tokens": a.max_tokens, "format": a.format or "chat-prefill", "arms": {}}
     for arm in a.arm:
         label, _, adapter = arm.partition("=")
         spec = spec_of(a.model, adapter)
         got = asyncio.run(samples(spec, messages, a.k, a.temperature, a.max_tokens, a.seed))
-        judged = [{**s, **judge(prefill, s["text"])} for s in got]
+        judged = [{**s, **judge(prefill, s["text"], fmt=a.format, hit_max_tokens=s["tokens"] >= a.max_tokens)}
+                  for s in got]
         valid = [s for s in judged if s["valid"]]
         res["arms"][label] = {
             "spec": spec, "distinct": len({s["text"] for s in judged}), "valid": len(valid),

@@ -702,6 +702,23 @@ def test_proposer_samples_judges_a_sample_as_the_proposal_it_completes() -> None
     assert good["nearest_zoo"]["ratio"] >= 0.8
     bad = ps.judge(prefill, "def solve(model, question):\n    return (\n>>>>>>> REPLACE\n")
     assert not bad["valid"] and bad["reason"] == "syntax_error" and bad["nearest_zoo"] is None
+    assert good["source"].startswith(seed[:seed.index("def solve")]) and "source" not in bad
+
+
+def test_proposer_samples_reads_a_reply_asked_for_in_words_as_its_format_reads_it() -> None:
+    """--format chat-file: a whole file in a code block is the revision; the same reply cut by the token limit inside
+    its block, or a reply with no code, is invalid (no_blocks), as adapt reads them."""
+    import proposer_samples as ps
+
+    from harnesslearn import zoo
+
+    loop = zoo.source("interpreter_loop")
+    reply = f"Here is the new harness:\n```python\n{loop}```\n"
+    good = ps.judge("", reply, fmt="chat-file")
+    assert good["valid"] and good["source"].strip() == loop.strip() and good["nearest_zoo"]["ratio"] >= 0.8
+    cut = ps.judge("", reply[:len(reply) // 2], fmt="chat-file", hit_max_tokens=True)
+    assert not cut["valid"] and cut["reason"] == "no_blocks" and "source" not in cut
+    assert ps.judge("", "I would use math.gcd.", fmt="chat-file")["reason"] == "no_blocks"
 
 
 def test_proposer_samples_families_mode_draws_each_arm_once_per_family_and_resumes(
@@ -870,4 +887,29 @@ def test_compute_probe_sorts_revisions_by_what_they_do_with_the_solver(tmp_path:
         "computes", "solver_program", "prompt_level", "no_change", "invalid"]
     f = tmp_path / "out.json"
     f.write_text(json.dumps({"prompt": "p/gcd.json", "arms": {"base": {"samples": samples}}}))
-    assert "| gcd.json | base | 5 | 1 | 1 | 1 | 1 | 1 |" in compute_probe.table([f])
+    assert "| gcd.json | chat-prefill | base | 5 | 1 | 1 | 1 | 1 | 1 |" in compute_probe.table([f])
+    # a sample that keeps its revised harness (since session 43) is read from it: a helper that gets the model and
+    # calls model.python is a solver program, whatever the reply's text says
+    whole = {"text": "```python\n...\n```", "valid": True, "reason": None, "source": (
+        "def run(m, c):\n    return m.python(c)\n\ndef solve(model, question):\n    return run(model, model(question))\n")}
+    assert compute_probe.kind(whole) == "solver_program"
+
+
+def test_compute_probe_writes_a_prompt_in_the_chat_file_form(tmp_path: Path) -> None:
+    """--file-form: the committed gcd prompt with its format section asking for the whole file in words, as
+    formats.ChatFile renders it, and no started assistant turn; the rest of both messages unchanged."""
+    import compute_probe
+
+    from harnesslearn.propose.prompt import template
+
+    src = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "gcd_proposer_prompt.json"
+    out = tmp_path / "file.json"
+    assert compute_probe.main(["--file-form", str(src), str(out)]) == 0
+    before, after = json.loads(src.read_text()), json.loads(out.read_text())
+    assert [m["role"] for m in after] == ["system", "user"] and after[0] == before[0]
+    head = "## How to write your revision\n"
+    assert after[1]["content"] == before[1]["content"][:before[1]["content"].index(head) + len(head)] + template("chat_file")
+    committed = src.with_name("gcd_proposer_prompt_file.json")
+    assert json.loads(committed.read_text()) == after  # the committed file is this form of the committed prompt
+    with pytest.raises(SystemExit, match="not a revision prompt"):
+        compute_probe.file_form([{"role": "user", "content": "hello"}])
