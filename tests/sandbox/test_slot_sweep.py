@@ -183,6 +183,15 @@ def test_without_a_birth_cgroup_the_sweep_walks_proc_and_still_kills_everything(
 
 
 @needs_cgroup
+def real_uid(pid: int) -> int | None:
+    """The real uid of a live process (``/proc/PID/status``), None when it is gone."""
+    try:
+        line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1])
+
+
 def test_a_cgroup_sweep_kills_only_the_given_uids() -> None:
     """The pidfd pin and the uid check stay: a member of the cgroup with another uid is spared."""
     leases = [lease_uid(), lease_uid()]
@@ -194,11 +203,16 @@ def test_a_cgroup_sweep_kills_only_the_given_uids() -> None:
             argv, ids = launcher.as_uid(["/bin/sleep", "60"], lease.uid)
             assert ids == {}
             procs.append(subprocess.Popen(cg.join_argv(argv)))
-        for _ in range(200):  # until both have joined
-            if set(cg.members()) >= {p.pid for p in procs}:
+        def ready() -> bool:  # both joined, and both already run as their uid: a member still running as root (the
+            # join wrapper before setpriv's exec) is rightly spared by the uid check, and under load that window is long
+            return set(cg.members()) >= {p.pid for p in procs} and all(
+                real_uid(p.pid) == lease.uid for p, lease in zip(procs, leases, strict=True))
+
+        for _ in range(3000):
+            if ready():
                 break
             time.sleep(0.01)
-        assert set(cg.members()) >= {p.pid for p in procs}
+        assert ready()
         assert launcher.kill_uid(leases[0].uid, within=cg)
         assert procs[0].wait(5) == -9
         assert procs[1].poll() is None
