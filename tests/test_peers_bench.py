@@ -369,8 +369,14 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
             row("rg:gcd", 1, "zoo", 0.5), row("rg:maze", 0, "gepa", 0.0),  # maze: no zoo run, left out
             row("rg:maze", 0, "zoo", 0.0, error="not run: stopped"),
             *(row("rg:gcd", seed, "hl-sequential", test, peer={"adapt": {
-                "proposals": 16, "valid_proposals": 16, "invalid_reasons": {}, "memory_shown": []}})
-              for seed, test in ((0, 0.75), (1, 0.5)))]
+                "proposals": 16, "valid_proposals": valid, "invalid_reasons": reasons, "memory_shown": []}})
+              for seed, test, valid, reasons in ((0, 0.75, 9, {"no_blocks": 5, "no_change": 2}),
+                                                 (1, 0.5, 4, {"no_change": 5, "no_blocks": 7})))]
+    for r in runs:
+        r["ledger"] |= {"proposer_completion_tokens": 250 * r["ledger"]["proposer_calls"] if r["system"] != "gepa"
+                        else 100 * r["ledger"]["proposer_calls"]}
+        if r["system"] == "gepa":  # GEPA's validity as recorded (its own terms): not recounted on loading
+            r["validity"] = {"proposals": 3, "valid": 1 if r["seed"] == 0 else 2, "note": "1 not a harness"}
     folders = []
     for calls in (16, 64):
         f = tmp_path / f"b{calls}"
@@ -394,6 +400,10 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
     assert "| best zoo harness (score split; no proposer) | 0 | 2 | 0 | 0 | 2 | 0 |" in md
     # the peer's win on gcd seed 1 at both budgets (seed 0: GEPA 0.5 below our 0.75), and nothing on maze (none of ours)
     assert md.count("| rg:gcd | 1 | GEPA 0.1.4 | 1.000 | computes | harnesslearn sequential | 0.500 | prompt_level | 1 |") == 2
+    # proposals: valid in each system's own terms, completion tokens per proposer call, our invalid reasons summed
+    assert ("| harnesslearn sequential | 13 / 32 (41%) | 250 | no_blocks 12, no_change 7 | 13 / 32 (41%) | 250 |"
+            " no_blocks 12, no_change 7 |") in md
+    assert "| GEPA 0.1.4 | 4 / 9 (44%) | 100 | - |" in md  # seeds 0 (gcd, maze): 1 valid each; seed 1: 2
     assert "| rg:gcd | 0 | GEPA" not in md and "rg:maze | 0 | GEPA" not in md
     assert "| rg:maze | GEPA 0.1.4 | 0.000 (1) | 0.000 (1) |" in md  # per task: every finished run
     assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000
