@@ -42,21 +42,15 @@ KINDS = ("computes", "solver_program", "prompt_level", "no_change", "invalid")
 
 
 def kind(sample: dict[str, Any]) -> str:
-    """What a sampled revision of the seed's ``solve()`` does with the solver (see the module docstring): read from
-    the revised harness (``harnesslearn.taxonomy.solver_use``) where the sample keeps it (since session 43), else
-    from the REPLACE text of a chat-prefill sample (the session-42 files)."""
+    """What a sampled revision of the seed's ``solve()`` does with the solver (see the module docstring), by
+    ``harnesslearn.taxonomy.solver_use`` on the revised harness the sample keeps (since session 43), or on the new
+    ``solve`` of a chat-prefill sample (the session-42 files: the prompt opened it, the sample is its body)."""
+    from harnesslearn.taxonomy import solver_use
+
     if not sample["valid"]:
         return "no_change" if sample.get("reason") == "no_change" else "invalid"
-    if sample.get("source"):
-        from harnesslearn.taxonomy import solver_use
-
-        return solver_use(sample["source"])
-    body = sample["text"].split(">>>>>>> REPLACE")[0]
-    if "model.python" in body:
-        return "solver_program"
-    if "model(" in body or "model.generate" in body:
-        return "prompt_level"
-    return "computes"
+    return solver_use(sample.get("source")
+                      or "def solve(model, question):\n" + sample["text"].split(">>>>>>> REPLACE")[0])
 
 
 def table(files: list[Path]) -> str:

@@ -564,7 +564,7 @@ def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dic
 
 def shown_by_mistake(r: dict[str, Any]) -> bool:
     """A harnesslearn run of a system without the memory whose proposer was shown memory entries."""
-    return (r["system"].startswith("hl-") and not hl_system(r["system"])[1]
+    return (r["system"].startswith("hl-") and not hl_system(r["system"]).memory
             and bool(((r.get("peer") or {}).get("adapt") or {}).get("memory_shown")))
 
 

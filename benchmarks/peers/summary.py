@@ -30,7 +30,7 @@ from typing import Any
 
 from common import LABELS, SYSTEMS  # this folder is on sys.path: the script's own
 
-from harnesslearn.taxonomy import SOLVER_USES
+from harnesslearn.taxonomy import SOLVER_USES, solver_use
 
 COPY_RATIO = 0.8  # returned harness this close to a zoo file (difflib ratio): a copy, not a new program
 BASE = "hl-sequential"  # "minus ours": each system paired with this one on the same cell
@@ -76,8 +76,6 @@ def budget_summary(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> di
 
 def uses_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict[str, dict[str, int]]:
     """system -> {solver use: count} over its finished runs' returned harnesses (their source as recorded)."""
-    from harnesslearn.taxonomy import solver_use
-
     return {s: {u: sum(1 for r in by_system[s].values() if solver_use(r.get("returned_source") or "") == u)
                 for u in SOLVER_USES}
             for s in SYSTEMS if s in by_system}
@@ -93,12 +91,9 @@ def proposals_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict
             continue
         calls = sum(r["ledger"]["proposer_calls"] for r in runs)
         reasons: dict[str, int] = {}
-        for r in runs:
-            note = (r.get("validity") or {}).get("note", "")
-            if s.startswith("hl-") and note.startswith("invalid: "):
-                for part in note.removeprefix("invalid: ").split(", "):
-                    name, _, n = part.rpartition(" ")
-                    reasons[name] = reasons.get(name, 0) + int(n)
+        for r in runs:  # ours: adapt's own count (the validity note is rendered from it)
+            for name, n in (((r.get("peer") or {}).get("adapt") or {}).get("invalid_reasons") or {}).items():
+                reasons[name] = reasons.get(name, 0) + int(n)
         out[s] = {"proposals": sum((r.get("validity") or {}).get("proposals", 0) for r in runs),
                   "valid": sum((r.get("validity") or {}).get("valid", 0) for r in runs),
                   "tokens": sum(r["ledger"].get("proposer_completion_tokens", 0) for r in runs) / max(1, calls),
@@ -108,8 +103,6 @@ def proposals_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict
 
 def peer_wins(calls: int, by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> list[dict[str, Any]]:
     """Every cell where a peer's test J is above each of our systems that finished the cell."""
-    from harnesslearn.taxonomy import solver_use
-
     ours = [s for s in by_system if s.startswith("hl-")]
     wins = []
     for peer in PEERS:
