@@ -105,6 +105,35 @@ def test_runs_recorded_before_the_zoo_measure_get_it_when_loaded(tmp_path: Path)
     assert done[("rg:gcd", 0, "openevolve")]["returned_nearest_zoo"] == {"name": "reason_extract", "ratio": 1.0}
 
 
+def test_a_rebuild_classifies_every_valid_proposal_and_a_plain_load_does_not(tmp_path: Path) -> None:
+    """``--from-partial`` (``load_rows(proposed=True)``) counts what a run's valid, distinct harnesses are: zoo
+    near-copies, and the others by what they do with the solver; the seed (the first score-split point) and
+    invalid harnesses left out. A plain load (``--carry``, the summary) does not pay for it."""
+    import run  # benchmarks/peers/run.py
+
+    from harnesslearn import zoo
+
+    seed = "def solve(model, question):\n    return model(question).strip()\n"
+    program = ("def solve(model, question):\n    reply = model.generate([{'role': 'user', 'content': question}])[0]\n"
+               "    return model.python(reply).strip()\n")
+    computes = "import math\n\ndef solve(model, question):\n    return str(math.gcd(4, 6))\n"
+    evaluated = [{"id": "s", "invalid_reason": None, "source": seed},
+                 {"id": "z", "invalid_reason": None, "source": zoo.source("interpreter_loop")},
+                 {"id": "p", "invalid_reason": None, "source": program},
+                 {"id": "c", "invalid_reason": None, "source": computes},
+                 {"id": "x", "invalid_reason": "syntax_error", "source": "def solve(:\n"}]
+    row = {"task": "rg:gcd", "seed": 0, "system": "hl-sequential", "test_J": 0.5,
+           "score_best_points": [[0, 0.25, "s"], [4, 0.5, "p"]],
+           "peer": {"adapt": {"proposals": 4, "valid_proposals": 3, "invalid_reasons": {"syntax_error": 1}}}}
+    (tmp_path / "results.json").write_text(json.dumps({"meta": {}, "runs": [row], "harnesses": {
+        "rg:gcd|0|hl-sequential": program}}))
+    (tmp_path / "harnesses").mkdir()
+    (tmp_path / "harnesses" / "rg_gcd-s0-hl-sequential.json").write_text(json.dumps({"harnesses": evaluated}))
+    assert "proposed" not in run.load_rows(tmp_path)[1][("rg:gcd", 0, "hl-sequential")]
+    got = run.load_rows(tmp_path, proposed=True)[1][("rg:gcd", 0, "hl-sequential")]["proposed"]
+    assert got == {"zoo_copy": 1, "computes": 1, "solver_program": 1, "prompt_level": 0}
+
+
 def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_settings(tmp_path: Path) -> None:
     import run  # benchmarks/peers/run.py
 
@@ -188,6 +217,9 @@ def test_hl_system_names_parse() -> None:
     assert hl_system("hl-independent+mem") == ("independent", True, False, "auto")
     assert hl_system("hl-sequential+mem@trained") == ("sequential", True, True, "auto")
     assert hl_system("hl-independent~file") == ("independent", False, False, "chat-file")
+    assert hl_system("hl-sequential~prefill@trained") == ("sequential", False, True, "chat-prefill")
+    with pytest.raises(ValueError, match="unknown form ~blocks"):
+        hl_system("hl-sequential~blocks")
     assert all(hl_system(s)[0] in ("sequential", "independent") for s in SYSTEMS if s.startswith("hl-"))
 
 
@@ -216,18 +248,19 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         p = subprocess.run(
             [sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "run.py"),
              "--server", server.url, "--served-name", "base", "--trained-proposer", "rl",
-             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained,hl-sequential~file,zoo",
+             "--systems", "hl-sequential,hl-sequential+mem,hl-independent@trained,hl-sequential~file,"
+             "hl-sequential~prefill@trained,zoo",
              "--tasks", "rg:gcd",
              "--proposer-calls", "1", "--n-feedback", "2", "--n-score", "2", "--n-test", "2", "--no-curve",
-             "--parallel", "5", "--out", str(out)],
+             "--parallel", "6", "--out", str(out)],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0",
                  "HARNESSLEARN_MEMORY": str(default_memory)})
         assert p.returncode == 0, p.stderr[-3000:]
         listed = json.loads((out / "results.json").read_text())["runs"]
-        # all five ran at once (--parallel), each on its own budget; the table keeps the plan's order
+        # all six ran at once (--parallel), each on its own budget; the table keeps the plan's order
         assert [r["system"] for r in listed] == ["hl-sequential", "hl-sequential+mem", "hl-independent@trained",
-                                                 "hl-sequential~file", "zoo"]
+                                                 "hl-sequential~file", "hl-sequential~prefill@trained", "zoo"]
         runs = {r["system"]: r for r in listed}
         zoo = runs.pop("zoo")  # the best zoo harness on the score split: no proposer call, the zoo's file back
         assert "error" not in zoo and zoo["ledger"]["proposer_calls"] == 0 and zoo["ledger"]["evaluations"] == 5
@@ -237,10 +270,18 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         md = (out / "results.md").read_text()
         assert "| best zoo harness (score split; no proposer) | 1 |" in md and " / 1) |" in md
         proposals = [r for r in server.requests if "SEARCH" in json.dumps(r)]  # the proposer's calls
-        assert sorted(r["model"] for r in proposals) == ["base", "base", "base", "rl"]
+        assert sorted(r["model"] for r in proposals) == ["base", "base", "base", "rl", "rl"]
         shown = ["Harnesses that worked on other tasks" in json.dumps(r) for r in proposals]
         assert sum(shown) == 1  # the +mem system's prompt alone
-        assert [bool(r["peer"]["adapt"]["memory_shown"]) for r in listed[:4]] == [False, True, False, False]
+        assert [bool(r["peer"]["adapt"]["memory_shown"]) for r in listed[:5]] == [False, True, False, False, False]
+        # ~prefill: the trained proposer's training format, the assistant turn opened with the edit block and
+        # continued by the server (vLLM's continue_final_message); every other system closes its last turn
+        prefilled = [r for r in proposals if r.get("continue_final_message")]
+        assert len(prefilled) == 1 and prefilled[0]["model"] == "rl" and prefilled[0]["add_generation_prompt"] is False
+        assert prefilled[0]["messages"][-1]["role"] == "assistant"
+        assert "<<<<<<< SEARCH" in prefilled[0]["messages"][-1]["content"]
+        assert [r["peer"]["adapt"]["proposer_format"] for r in listed[:5]] == [
+            "chat-function", "chat-file", "chat-function", "chat-file", "chat-prefill"]
         # the whole file is asked for where the memory is shown (chat-file, the default there) and by ~file alone
         whole = ["the complete new harness file" in json.dumps(r) for r in proposals]
         assert sum(whole) == 2 and all(w for w, m in zip(whole, shown, strict=True) if m)
@@ -369,9 +410,16 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
             row("rg:gcd", 1, "zoo", 0.5), row("rg:maze", 0, "gepa", 0.0),  # maze: no zoo run, left out
             row("rg:maze", 0, "zoo", 0.0, error="not run: stopped"),
             *(row("rg:gcd", seed, "hl-sequential", test, peer={"adapt": {
-                "proposals": 16, "valid_proposals": valid, "invalid_reasons": reasons, "memory_shown": []}})
+                "proposals": 16, "valid_proposals": valid, "invalid_reasons": reasons, "memory_shown": [],
+                "proposer_format": "chat-function"}})
               for seed, test, valid, reasons in ((0, 0.75, 9, {"no_blocks": 5, "no_change": 2}),
-                                                 (1, 0.5, 4, {"no_change": 5, "no_blocks": 7})))]
+                                                 (1, 0.5, 4, {"no_change": 5, "no_blocks": 7}))),
+            # the trained proposer: its proposals as --from-partial counts them (on one cell of the two)
+            *(row("rg:gcd", seed, "hl-sequential@trained", test, peer={"adapt": {
+                "proposals": 16, "valid_proposals": 8, "invalid_reasons": {}, "memory_shown": [],
+                "proposer_format": "chat-function"}}, **kw)
+              for seed, test, kw in ((0, 1.0, {"proposed": {"zoo_copy": 1, "computes": 0, "solver_program": 2,
+                                                            "prompt_level": 1}}), (1, 0.5, {})))]
     for r in runs:
         r["ledger"] |= {"proposer_completion_tokens": 250 * r["ledger"]["proposer_calls"] if r["system"] != "gepa"
                         else 100 * r["ledger"]["proposer_calls"]}
@@ -398,12 +446,19 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
     # solver use per budget (computes, solver_program, prompt_level): GEPA's maze run has no source recorded
     assert "| GEPA 0.1.4 | 1 | 0 | 1 | 1 | 0 | 1 |" in md
     assert "| best zoo harness (score split; no proposer) | 0 | 2 | 0 | 0 | 2 | 0 |" in md
-    # the peer's win on gcd seed 1 at both budgets (seed 0: GEPA 0.5 below our 0.75), and nothing on maze (none of ours)
-    assert md.count("| rg:gcd | 1 | GEPA 0.1.4 | 1.000 | computes | harnesslearn sequential | 0.500 | prompt_level | 1 |") == 2
+    # the peer's win on gcd seed 1 at both budgets over our 2 systems there (seed 0: GEPA 0.5 below our 0.75), and
+    # nothing on maze (none of ours)
+    assert md.count("| rg:gcd | 1 | GEPA 0.1.4 | 1.000 | computes | harnesslearn sequential | 0.500 | prompt_level | 2 |") == 2
     # proposals: valid in each system's own terms, completion tokens per proposer call, our invalid reasons summed
-    assert ("| harnesslearn sequential | 13 / 32 (41%) | 250 | no_blocks 12, no_change 7 | 13 / 32 (41%) | 250 |"
-            " no_blocks 12, no_change 7 |") in md
-    assert "| GEPA 0.1.4 | 4 / 9 (44%) | 100 | - |" in md  # seeds 0 (gcd, maze): 1 valid each; seed 1: 2
+    assert ("| harnesslearn sequential | chat-function | 13 / 32 (41%) | 250 | no_blocks 12, no_change 7 |"
+            " 13 / 32 (41%) | 250 | no_blocks 12, no_change 7 |") in md
+    assert "| GEPA 0.1.4 | - | 4 / 9 (44%) | 100 | - |" in md  # seeds 0 (gcd, maze): 1 valid each; seed 1: 2
+    # pairs, one change at a time: trained minus untrained on the cells both finished (1.0 - 0.75, 0.5 - 0.5)
+    assert md.count("| harnesslearn sequential, trained proposer | harnesslearn sequential | training (both asked in "
+                    "words") == 2 and "| 2 | +0.125 [+0.000, +0.250] |" in md
+    # what the proposals are: the one trained run that holds them (1 zoo copy, 2 programs, 1 prompt-level)
+    assert ("| harnesslearn sequential, trained proposer | 1 | 4 | 1 (25%) | 0 (0%) | 2 (50%) | 1 (25%) | 1 | 4 |"
+            in md)
     assert "| rg:gcd | 0 | GEPA" not in md and "rg:maze | 0 | GEPA" not in md
     assert "| rg:maze | GEPA 0.1.4 | 0.000 (1) | 0.000 (1) |" in md  # per task: every finished run
     assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000

@@ -16,13 +16,16 @@ from typing import Any, NamedTuple
 from harnesslearn.evaluation import clip as _clip
 from harnesslearn.evaluation import improves
 
-# hl-STRATEGY[+mem][~file][@trained]: +mem shows the proposer the shipped harness memory (built from paper-train
-# families only); ~file asks for the whole harness file (the chat-file format, which +mem gets by default, and
-# what GEPA's reflection asks for) with no memory shown; @trained asks the trained proposer (--trained-proposer:
-# its name on the server) instead
+# hl-STRATEGY[+mem][~FORM][@trained]: +mem shows the proposer the shipped harness memory (built from paper-train
+# families only); @trained asks the trained proposer (--trained-proposer: its name on the server) instead. The
+# proposer format is the default one (auto) unless ~FORM names another: ~file asks for the whole harness file (the
+# chat-file format, which +mem gets by default, and what GEPA's reflection asks for) with no memory shown;
+# ~prefill opens the assistant turn with the edit block and the model writes on from it (chat-prefill: the format
+# the trained proposer was trained in; auto asks in words on a server, chat-function)
 SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve", "hl-sequential+mem", "hl-independent+mem",
            "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained", "hl-sequential~file",
-           "hl-independent~file", "zoo")
+           "hl-independent~file", "hl-sequential~prefill", "hl-sequential~prefill@trained", "zoo")
+FORMS = {"": "auto", "file": "chat-file", "prefill": "chat-prefill"}  # ~FORM -> ProposerSettings.format
 DEFAULT_SYSTEMS = (*SYSTEMS[:4], "zoo")
 LABELS = {
     "hl-sequential": "harnesslearn sequential",
@@ -36,6 +39,8 @@ LABELS = {
     "hl-sequential+mem@trained": "harnesslearn sequential + memory, trained proposer",
     "hl-sequential~file": "harnesslearn sequential, whole-file revisions",
     "hl-independent~file": "harnesslearn independent, whole-file revisions",
+    "hl-sequential~prefill": "harnesslearn sequential, prefilled rewrites",
+    "hl-sequential~prefill@trained": "harnesslearn sequential, trained proposer, prefilled rewrites (its training format)",
     "zoo": "best zoo harness (score split; no proposer)",
 }
 
@@ -49,15 +54,17 @@ class HlSystem(NamedTuple):
     strategy: str  # sequential | independent
     memory: bool  # shown the shipped harness memory
     trained: bool  # the trained proposer
-    format: str  # the proposer format (ProposerSettings.format): auto, or chat-file for ~file
+    format: str  # the proposer format (ProposerSettings.format): auto, or the one ~FORM names (FORMS)
 
 
 def hl_system(system: str) -> HlSystem:
     """``hl-sequential+mem@trained`` -> (strategy, with memory, trained proposer, proposer format)."""
     name, _, who = system.removeprefix("hl-").partition("@")
-    name, _, fmt = name.partition("~")
+    name, _, form = name.partition("~")
     strategy, _, mem = name.partition("+")
-    return HlSystem(strategy, mem == "mem", who == "trained", "chat-file" if fmt == "file" else "auto")
+    if form not in FORMS:
+        raise ValueError(f"{system}: unknown form ~{form} (known: {', '.join('~' + f for f in FORMS if f)})")
+    return HlSystem(strategy, mem == "mem", who == "trained", FORMS[form])
 PEER_SPLITS = ("feedback", "score")  # the only splits a system may have evaluated; test is ours alone
 MAX_TRACE_CHARS = 400
 

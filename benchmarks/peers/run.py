@@ -233,7 +233,9 @@ class Driver:
             proposer=ProposerSettings(format=fmt, sampling=Sampling(temperature=a.temperature, max_tokens=a.max_tokens)),
             runtime=RuntimeSettings(concurrency=a.concurrency), memory=memory)
         name = a.trained_proposer if trained else a.served_name  # a LoRA adapter is served under its own name
-        proposer = load_model(f"openai:{name}", base_url=self.svc.llm_base(ctx), cache=False, timeout=1800.0)
+        # chat-prefill needs the server to continue the open assistant turn (vLLM's continue_final_message)
+        proposer = load_model(f"openai:{name}", base_url=self.svc.llm_base(ctx), cache=False, timeout=1800.0,
+                              prefill=fmt == "chat-prefill")
 
         async def efn(h: Any, t: Any, split: str, n: int, s: int, ex: Any, b: Any, progress: bool) -> Any:
             if split == "test":  # adapt reports the seed and its best on test: the driver's one evaluation
@@ -527,9 +529,30 @@ def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
             for system in m["systems"].split(",")]
 
 
-def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dict[str, Any]]]:
+def proposed_kinds(evaluated: list[dict[str, Any]], seed_id: str | None) -> dict[str, int]:
+    """What a run's proposer brought, over every valid, distinct harness it evaluated (the seed left out): zoo
+    near-copies (difflib ratio >= ``zoo.NEAR_COPY`` to a zoo file), and the others by what they do with the solver
+    (``taxonomy.solver_use``). Not only the returned harness: a proposer that writes new programs and one that
+    writes zoo files back differ here even where both return the seed. ~0.1 s a harness (difflib), so it is
+    counted when outputs are rebuilt (``--from-partial``), never during a run."""
+    from harnesslearn.taxonomy import solver_use
+    from harnesslearn.zoo import NEAR_COPY, nearest
+
+    kinds = {"zoo_copy": 0, "computes": 0, "solver_program": 0, "prompt_level": 0}
+    for h in evaluated:
+        src = h.get("source")
+        if h.get("id") == seed_id or h.get("invalid_reason") or not src:
+            continue
+        use = "zoo_copy" if nearest(src)[1] >= NEAR_COPY else solver_use(src)
+        if use in kinds:  # "invalid" (no solve to read) is not a harness that ran
+            kinds[use] += 1
+    return kinds
+
+
+def load_rows(src: Path, *, proposed: bool = False) -> tuple[dict[str, Any], dict[tuple[str, int, str], dict[str, Any]]]:
     """(meta, finished runs by (task, seed, system)) of the outputs in ``src`` (a ``partial/``
-    folder or a finished ``--out``), with the harness sources put back."""
+    folder or a finished ``--out``), with the harness sources put back; with ``proposed``, each run of a system
+    with a proposer that lacks it gets ``proposed`` (``proposed_kinds``: slow, so only where outputs are rebuilt)."""
     from harnesslearn.zoo import near
 
     data = json.loads((src / "results.json").read_text())
@@ -558,6 +581,9 @@ def load_rows(src: Path) -> tuple[dict[str, Any], dict[tuple[str, int, str], dic
             if key[2] == "gepa" and not r.get("error"):  # recount with the current rule
                 r["validity"] = gepa_validity(r["peer"]["proposals"], r["evaluated_harnesses"],
                                               r["peer"].get("failed_reflection_calls", 0))
+            if proposed and "proposed" not in r and key[2] != "zoo":
+                points = r.get("score_best_points") or [[0, None, None]]  # the first point is the seed's
+                r["proposed"] = proposed_kinds(r["evaluated_harnesses"], points[0][2])
         done[key] = r
     return data["meta"], done
 
@@ -570,8 +596,9 @@ def shown_by_mistake(r: dict[str, Any]) -> bool:
 
 def from_partial(src: Path, out: Path) -> None:
     """Rebuild the outputs from the ``partial/`` folder of a run that was stopped: its finished
-    runs as they were recorded, every planned run it had not finished marked as not run."""
-    m, done = load_rows(src)
+    runs as they were recorded, every planned run it had not finished marked as not run; each run's proposals
+    classified (``proposed_kinds``) where the rows do not hold it yet."""
+    m, done = load_rows(src, proposed=True)
     rows = []
     for key in planned(m):
         r = done.get(key)

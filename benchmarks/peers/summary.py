@@ -12,10 +12,16 @@ our plain sequential system (the untrained proposer, no memory): what training, 
 "zoo copies" counts the returned harnesses whose nearest zoo file has a difflib ratio of 0.8 or more: a system that
 only brings back a zoo harness it was shown has not gone beyond it.
 
-Three more sections read every finished run, not only the common cells: each system's proposals (valid in its own
-terms, completion tokens per call, our invalid reasons); what each system's returned harnesses do with the solver (``harnesslearn.taxonomy.solver_use``: compute the answer in Python, have the solver write a program
-for ``model.python``, or call the solver), and every cell where a peer (GEPA, OpenEvolve) beats each of our systems
-that finished it, with what both returned harnesses do (issue 35: where a peer wins, say why).
+"Pairs" changes one thing at a time (``PAIRS``: training, the memory, the proposer's format), each pair on every
+cell both of its systems finished.
+
+More sections read every finished run, not only the common cells: each system's proposals (valid in its own
+terms, completion tokens per call, our invalid reasons, our proposer format); what all its valid proposals are (zoo
+near-copies, or what they do with the solver: the rows' ``proposed``, counted when ``run.py --from-partial``
+rebuilds a folder); what each system's returned harnesses do with the solver (``harnesslearn.taxonomy.solver_use``:
+compute the answer in Python, have the solver write a program for ``model.python``, or call the solver), and every
+cell where a peer (GEPA, OpenEvolve) beats each of our systems that finished it, with what both returned harnesses
+do (issue 35: where a peer wins, say why).
 
 Writes ``OUT/summary.md`` and ``OUT/summary.png``; reads the folders only.
 """
@@ -35,6 +41,19 @@ from harnesslearn.taxonomy import SOLVER_USES, solver_use
 COPY_RATIO = 0.8  # returned harness this close to a zoo file (difflib ratio): a copy, not a new program
 BASE = "hl-sequential"  # "minus ours": each system paired with this one on the same cell
 PEERS = ("gepa", "openevolve")
+# (system, its control, what the difference isolates): the two differ in one setting only
+PAIRS = (
+    ("hl-sequential@trained", "hl-sequential", "training (both asked in words, chat-function: not the trained "
+     "proposer's training format)"),
+    ("hl-sequential~prefill@trained", "hl-sequential~prefill", "training (both prefilled, chat-prefill: the trained "
+     "proposer's training format)"),
+    ("hl-sequential~prefill", "hl-sequential", "the prefilled rewrite of solve() against the one asked for in words"),
+    ("hl-sequential~file", "hl-sequential", "whole-file revisions against rewrites of solve()"),
+    ("hl-independent~file", "hl-independent", "whole-file revisions against rewrites of solve()"),
+    ("hl-sequential+mem", "hl-sequential~file", "the memory (both write whole files)"),
+    ("hl-independent+mem", "hl-independent~file", "the memory (both write whole files)"),
+)
+KINDS = ("zoo_copy", "computes", "solver_program", "prompt_level")  # run.py's proposed_kinds
 
 
 def cells_of(rows: Mapping[tuple[str, int, str], Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], Any]]:
@@ -81,6 +100,32 @@ def uses_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict[str,
             for s in SYSTEMS if s in by_system}
 
 
+def pairs_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> list[dict[str, Any]]:
+    """Each of ``PAIRS`` whose two systems share finished cells: the mean difference of test J, paired by cell,
+    with its bootstrap interval."""
+    from harnesslearn.stats import bootstrap_ci
+
+    out = []
+    for system, control, what in PAIRS:
+        a, b = by_system.get(system, {}), by_system.get(control, {})
+        cells = sorted(set(a) & set(b))
+        if cells:
+            out.append({"system": system, "control": control, "what": what, "cells": len(cells),
+                        "diff": bootstrap_ci([float(a[c]["test_J"]) - float(b[c]["test_J"]) for c in cells])})
+    return out
+
+
+def kinds_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict[str, dict[str, int]]:
+    """system -> its valid proposals by kind (``KINDS``) summed over the finished runs that hold ``proposed``, with
+    ``runs`` the number of those runs."""
+    out: dict[str, dict[str, int]] = {}
+    for s in SYSTEMS:
+        runs = [r["proposed"] for r in by_system.get(s, {}).values() if r.get("proposed")]
+        if runs and s != "zoo":
+            out[s] = {"runs": len(runs), **{k: sum(int(p.get(k, 0)) for p in runs) for k in KINDS}}
+    return out
+
+
 def proposals_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict[str, dict[str, Any]]:
     """system -> its finished runs' proposals, the valid ones (each system's own terms, as in ``results.md``),
     completion tokens per proposer call (the proxy's count), and our systems' invalid reasons summed."""
@@ -91,10 +136,14 @@ def proposals_of(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict
             continue
         calls = sum(r["ledger"]["proposer_calls"] for r in runs)
         reasons: dict[str, int] = {}
+        formats: set[str] = set()
         for r in runs:  # ours: adapt's own count (the validity note is rendered from it)
-            for name, n in (((r.get("peer") or {}).get("adapt") or {}).get("invalid_reasons") or {}).items():
+            adapt = (r.get("peer") or {}).get("adapt") or {}
+            for name, n in (adapt.get("invalid_reasons") or {}).items():
                 reasons[name] = reasons.get(name, 0) + int(n)
-        out[s] = {"proposals": sum((r.get("validity") or {}).get("proposals", 0) for r in runs),
+            if adapt.get("proposer_format"):
+                formats.add(adapt["proposer_format"])
+        out[s] = {"formats": sorted(formats), "proposals": sum((r.get("validity") or {}).get("proposals", 0) for r in runs),
                   "valid": sum((r.get("validity") or {}).get("valid", 0) for r in runs),
                   "tokens": sum(r["ledger"].get("proposer_completion_tokens", 0) for r in runs) / max(1, calls),
                   "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
@@ -126,7 +175,8 @@ def ci(c: Mapping[str, float], signed: bool = False) -> str:
 
 def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[int, dict[str, dict[str, list[float]]]],
            label: str, uses: Mapping[int, Mapping[str, Mapping[str, int]]] = {},
-           wins: Sequence[Mapping[str, Any]] = (), proposals: Mapping[int, Mapping[str, Any]] = {}) -> str:
+           wins: Sequence[Mapping[str, Any]] = (), proposals: Mapping[int, Mapping[str, Any]] = {},
+           pairs: Mapping[int, Sequence[Mapping[str, Any]]] = {}, kinds: Mapping[int, Mapping[str, Any]] = {}) -> str:
     lines = ["# Peers: test J against proposer calls (generated by benchmarks/peers/summary.py; do not edit)", "",
              f"{label}.", "",
              "Per budget, every system on the same cells (task x seed pairs where all of them finished); 95 % "
@@ -152,6 +202,15 @@ def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[in
             lines.append(f"| {LABELS[name]} | {ci(r['test'])} | {ci(r['gain'], True)} | {mz} | {above} | {mo} |"
                          f" {r['copies']} / {len(s['cells'])} | {r['proposer_calls']:.1f} |")
         lines.append("")
+    if any(pairs.values()):
+        lines += ["## Pairs: one change at a time", "",
+                  "Each system minus its control on every cell both finished (not only the common cells above), "
+                  "95 % bootstrap over those cells.", "",
+                  "| calls | system | minus | what it isolates | cells | mean difference of test J |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {c} | {LABELS[q['system']]} | {LABELS[q['control']]} | {q['what']} | {q['cells']} |"
+                  f" {ci(q['diff'], True)} |" for c in pairs for q in pairs[c]]
+        lines.append("")
     lines += ["## Per task: mean test J over the seeds that finished (runs in brackets), every budget", "",
               "| task | system | " + " | ".join(f"{c} calls" for c in per_task) + " |",
               "|---|---|" + "---|" * len(per_task)]
@@ -173,19 +232,42 @@ def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[in
             if any(name in u for u in uses.values()):
                 lines.append(f"| {LABELS[name]} | " + " | ".join(
                     str(uses[c][name][u]) if name in uses[c] else "-" for c in uses for u in SOLVER_USES[:3]) + " |")
+    if any(kinds.values()):
+        lines += ["", "## What the proposals are (every finished run whose row holds them)", "",
+                  "Every valid, distinct harness a system evaluated, the seed left out: near-copies of a zoo file "
+                  f"(difflib ratio {COPY_RATIO} or more), the others by what they do with the solver (as in the "
+                  "next table). Not only the returned harness: a proposer that writes zoo files back and one that "
+                  "writes programs of its own differ here even where both return the seed. Counted by "
+                  "`run.py --from-partial` (slow: difflib).", "",
+                  "| system | " + " | ".join(f"{c} calls: runs | {c} calls: harnesses | " + " | ".join(
+                      f"{c} calls: {k}" for k in KINDS) for c in kinds) + " |",
+                  "|---|" + "---|" * ((2 + len(KINDS)) * len(kinds))]
+        for name in SYSTEMS:
+            if any(name in k for k in kinds.values()):
+                cells = []
+                for c in kinds:
+                    q = kinds[c].get(name)
+                    if q is None:
+                        cells += ["-"] * (2 + len(KINDS))
+                        continue
+                    n = sum(q[k] for k in KINDS)
+                    cells += [str(q["runs"]), str(n)] + [f"{q[k]} ({q[k] / n:.0%})" if n else "0" for k in KINDS]
+                lines.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
     if proposals:
         lines += ["", "## Proposals (every finished run)", "",
                   "Valid: in each system's own terms (ours: an edit that applies, compiles and changes the harness; "
                   "GEPA: a candidate that is a harness; OpenEvolve: a distinct child program, other than the seed, that is "
                   "a valid harness). "
                   "Tokens: completion tokens per proposer call, counted by the proxy (the limit is the run's "
-                  "`--max-tokens`). Invalid: our systems' reasons, summed.", "",
-                  "| system | " + " | ".join(f"{c} calls: valid / proposals | {c} calls: tokens / call | "
+                  "`--max-tokens`). Invalid: our systems' reasons, summed. Format: how our systems' proposer was "
+                  "asked (`ProposerSettings.format`).", "",
+                  "| system | format | " + " | ".join(f"{c} calls: valid / proposals | {c} calls: tokens / call | "
                                             f"{c} calls: invalid (ours)" for c in proposals) + " |",
-                  "|---|" + "---|" * (3 * len(proposals))]
+                  "|---|---|" + "---|" * (3 * len(proposals))]
         for name in SYSTEMS:
             if any(name in p for p in proposals.values()):
-                cells = []
+                fmts = sorted({f for p in proposals.values() for f in (p.get(name) or {}).get("formats", [])})
+                cells = [", ".join(fmts) or "-"]
                 for c in proposals:
                     q = proposals[c].get(name)
                     if q is None:
@@ -254,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     uses: dict[int, dict[str, dict[str, int]]] = {}
     wins: list[dict[str, Any]] = []
     proposals: dict[int, dict[str, Any]] = {}
+    pairs: dict[int, list[dict[str, Any]]] = {}
+    kinds: dict[int, dict[str, dict[str, int]]] = {}
     for folder in a.folders:
         if not (folder / "results.json").is_file():
             raise SystemExit(f"{folder}: no results.json (give a run.py --out folder)")
@@ -266,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         budgets.append((calls, str(folder), budget_summary(by_system)))
         uses[calls] = uses_of(by_system)
         proposals[calls] = proposals_of(by_system)
+        pairs[calls] = pairs_of(by_system)
+        kinds[calls] = kinds_of(by_system)
         wins += peer_wins(calls, by_system)
         per_task[calls] = {}
         for name, cells in by_system.items():
@@ -277,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     uses = dict(sorted(uses.items()))
     wins.sort(key=lambda w: (w["calls"], w["task"], w["seed"], w["peer"]))
     proposals = dict(sorted(proposals.items()))
-    (a.out / "summary.md").write_text(render(budgets, per_task, label, uses, wins, proposals))
+    (a.out / "summary.md").write_text(render(budgets, per_task, label, uses, wins, proposals, dict(sorted(pairs.items())),
+                                             dict(sorted(kinds.items()))))
     plot(budgets, a.out / "summary.png", label)
     print(f"wrote {a.out / 'summary.md'} and {a.out / 'summary.png'}")
     return 0
