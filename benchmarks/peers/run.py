@@ -41,6 +41,7 @@ from typing import Any
 from common import (  # this folder is on sys.path: the script's own
     DEFAULT_SYSTEMS,
     LABELS,
+    PROPOSED_KINDS,
     SYSTEMS,
     BestTracker,
     Coalesced,
@@ -538,7 +539,7 @@ def proposed_kinds(evaluated: list[dict[str, Any]], seed_id: str | None) -> dict
     from harnesslearn.taxonomy import solver_use
     from harnesslearn.zoo import NEAR_COPY, nearest
 
-    kinds = {"zoo_copy": 0, "computes": 0, "solver_program": 0, "prompt_level": 0}
+    kinds = dict.fromkeys(PROPOSED_KINDS, 0)
     for h in evaluated:
         src = h.get("source")
         if h.get("id") == seed_id or h.get("invalid_reason") or not src:

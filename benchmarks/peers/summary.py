@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from common import LABELS, SYSTEMS  # this folder is on sys.path: the script's own
+from common import PROPOSED_KINDS as KINDS
 
 from harnesslearn.taxonomy import SOLVER_USES, solver_use
 
@@ -53,7 +54,6 @@ PAIRS = (
     ("hl-sequential+mem", "hl-sequential~file", "the memory (both write whole files)"),
     ("hl-independent+mem", "hl-independent~file", "the memory (both write whole files)"),
 )
-KINDS = ("zoo_copy", "computes", "solver_program", "prompt_level")  # run.py's proposed_kinds
 
 
 def cells_of(rows: Mapping[tuple[str, int, str], Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], Any]]:
