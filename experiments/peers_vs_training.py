@@ -37,8 +37,7 @@ _TRAIN: list[str] = []
 def training_harnesses(rollouts: Path, seed_source: str) -> tuple[list[str], dict[str, Counter[str]]]:
     """The distinct valid GRPO candidates as harness sources, and their kinds per band of updates."""
     from harnesslearn.propose.edits import apply_proposal
-    from harnesslearn.taxonomy import solver_use
-    from harnesslearn.zoo import NEAR_COPY, nearest
+    from harnesslearn.taxonomy import harness_kind
 
     sources: dict[str, None] = {}
     kinds: dict[str, Counter[str]] = {f"{a}-{b}": Counter() for a, b in BANDS}
@@ -53,7 +52,7 @@ def training_harnesses(rollouts: Path, seed_source: str) -> tuple[list[str], dic
                 if src is None:
                     continue
                 sources[src] = None
-                kinds[band]["zoo_copy" if nearest(src)[1] >= NEAR_COPY else solver_use(src)] += 1
+                kinds[band][harness_kind(src)] += 1
     return list(sources), kinds
 
 

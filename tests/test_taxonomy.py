@@ -94,3 +94,15 @@ def test_solver_use_reads_what_a_harness_does_with_its_solver() -> None:
     # a helper of the same name as the model parameter of another function: followed once, no loop
     loop = "def f(model):\n    return f(model)\n\ndef solve(model, q):\n    return f(model)\n"
     assert solver_use(loop) == "computes"
+
+
+def test_harness_kind_tells_a_zoo_copy_before_its_solver_use() -> None:
+    """A near-copy of a zoo file is a zoo_copy whatever it does with the solver (the interpreter loop is a solver
+    program); anything else is its solver_use."""
+    from harnesslearn import zoo
+    from harnesslearn.taxonomy import HARNESS_KINDS, harness_kind
+
+    assert harness_kind(zoo.source("interpreter_loop")) == "zoo_copy"
+    assert harness_kind(zoo.source("interpreter_loop") + "\n# tuned\n") == "zoo_copy"
+    assert harness_kind("def solve(m, q):\n    return m(f'Q: {q}').strip()\n") == "prompt_level"
+    assert harness_kind("def solve(m, q)\n") == "invalid" and "invalid" not in HARNESS_KINDS

@@ -26,8 +26,6 @@ SYSTEMS = ("hl-sequential", "hl-independent", "gepa", "openevolve", "hl-sequenti
            "hl-sequential@trained", "hl-independent@trained", "hl-sequential+mem@trained", "hl-sequential~file",
            "hl-independent~file", "hl-sequential~prefill", "hl-sequential~prefill@trained", "zoo")
 FORMS = {"": "auto", "file": "chat-file", "prefill": "chat-prefill"}  # ~FORM -> ProposerSettings.format
-# what a run's valid proposals are (run.py's proposed_kinds): a zoo near-copy, or else what it does with the solver
-PROPOSED_KINDS = ("zoo_copy", "computes", "solver_program", "prompt_level")
 DEFAULT_SYSTEMS = (*SYSTEMS[:4], "zoo")
 LABELS = {
     "hl-sequential": "harnesslearn sequential",

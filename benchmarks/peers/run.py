@@ -41,7 +41,6 @@ from typing import Any
 from common import (  # this folder is on sys.path: the script's own
     DEFAULT_SYSTEMS,
     LABELS,
-    PROPOSED_KINDS,
     SYSTEMS,
     BestTracker,
     Coalesced,
@@ -532,21 +531,20 @@ def planned(m: dict[str, Any]) -> list[tuple[str, int, str]]:
 
 def proposed_kinds(evaluated: list[dict[str, Any]], seed_id: str | None) -> dict[str, int]:
     """What a run's proposer brought, over every valid, distinct harness it evaluated (the seed left out): zoo
-    near-copies (difflib ratio >= ``zoo.NEAR_COPY`` to a zoo file), and the others by what they do with the solver
-    (``taxonomy.solver_use``). Not only the returned harness: a proposer that writes new programs and one that
-    writes zoo files back differ here even where both return the seed. ~0.1 s a harness (difflib), so it is
-    counted when outputs are rebuilt (``--from-partial``), never during a run."""
-    from harnesslearn.taxonomy import solver_use
-    from harnesslearn.zoo import NEAR_COPY, nearest
+    near-copies and the others by what they do with the solver (``taxonomy.harness_kind``). Not only the returned
+    harness: a proposer that writes new programs and one that writes zoo files back differ here even where both
+    return the seed. ~0.1 s a harness (difflib), so it is counted when outputs are rebuilt (``--from-partial``),
+    never during a run."""
+    from harnesslearn.taxonomy import HARNESS_KINDS, harness_kind
 
-    kinds = dict.fromkeys(PROPOSED_KINDS, 0)
+    kinds = dict.fromkeys(HARNESS_KINDS, 0)
     for h in evaluated:
         src = h.get("source")
         if h.get("id") == seed_id or h.get("invalid_reason") or not src:
             continue
-        use = "zoo_copy" if nearest(src)[1] >= NEAR_COPY else solver_use(src)
-        if use in kinds:  # "invalid" (no solve to read) is not a harness that ran
-            kinds[use] += 1
+        kind = harness_kind(src)
+        if kind in kinds:  # "invalid" (no solve to read) is not a harness that ran
+            kinds[kind] += 1
     return kinds
 
 

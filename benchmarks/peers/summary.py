@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from common import LABELS, SYSTEMS  # this folder is on sys.path: the script's own
-from common import PROPOSED_KINDS as KINDS
 
+from harnesslearn.taxonomy import HARNESS_KINDS as KINDS
 from harnesslearn.taxonomy import SOLVER_USES, solver_use
 
 COPY_RATIO = 0.8  # returned harness this close to a zoo file (difflib ratio): a copy, not a new program

@@ -251,3 +251,15 @@ def solver_use(source: str) -> str:
     if "python" in uses:
         return "solver_program"
     return "prompt_level" if uses else "computes"
+
+
+HARNESS_KINDS = ("zoo_copy", "computes", "solver_program", "prompt_level")
+
+
+def harness_kind(source: str) -> str:
+    """What a revision is, as the peers summary and the training comparisons count it: ``zoo_copy`` for a near-copy
+    of a zoo file (difflib ratio ``zoo.NEAR_COPY`` or more: what a proposer was shown, written back), else its
+    ``solver_use`` (``invalid`` where no ``solve`` can be read). ~0.1 s a harness (difflib)."""
+    from harnesslearn.zoo import NEAR_COPY, nearest
+
+    return "zoo_copy" if nearest(source)[1] >= NEAR_COPY else solver_use(source)
