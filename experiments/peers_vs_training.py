@@ -12,7 +12,7 @@ shares with them by chance (imports, the solver call, the answer's extraction). 
 by kind (zoo near-copy, or what they do with the solver) in three bands of updates, to set against what the same
 adapter proposes in the grid (``summary.md``, "What the proposals are").
 
-Writes ``OUT/results.md`` and ``OUT/results.json``. CPU only; ~15 minutes on 2 cores (difflib).
+Writes ``OUT/results.md`` and ``OUT/results.json``. CPU only; ~21 minutes on 2 cores (difflib; measured 2026-12-06).
 """
 
 from __future__ import annotations
