@@ -465,12 +465,40 @@ def test_watch_sh_brings_back_a_plain_output_folder_whole_without_its_work(tmp_p
     (peers / "work" / "store.sqlite").write_bytes(b"x" * 1000)
     out.mkdir()
     p = subprocess.run(["bash", str(EXP / "device" / "watch.sh"), "1", "1", str(peers)], capture_output=True,
-                       text=True, timeout=120, env={**os.environ, "OUT": str(out)})
+                       text=True, timeout=120, env={**os.environ, "OUT": str(out), "HL_DEV_DIR": str(tmp_path / "dev")})
     assert p.returncode == 0, p.stderr
     with tarfile.open(out / "peers-b16.tgz") as tf:
         names = {n.removeprefix("./") for n in tf.getnames()}
     assert {"partial/results.json", "results.md"} <= names and not any(n.startswith("work") for n in names), names
     assert sorted(x.name for x in out.iterdir() if x.name.endswith(".tgz")) == ["peers-b16.tgz"]  # no temporary left
+    assert not (out / "jitcache.tar").exists()  # no solver started on this machine: no kernels to bring back
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_watch_sh_brings_the_kernel_cache_back_once_a_machine_before_the_jobs_end(tmp_path: Path) -> None:
+    """watch.sh packs the compiled kernels (jitcache.sh) into $OUT at the end of the first watch after the solver
+    server started, though the jobs still run (sessions 44 and 45 ended cut, and a cache packed only at jobs.done
+    never came back), and not again on the same machine: later calls' $OUT stay small."""
+    import subprocess
+
+    home, dev, peers = tmp_path / "home", tmp_path / "dev", tmp_path / "peers-b64"
+    (home / ".triton" / "cache").mkdir(parents=True)
+    (home / ".triton" / "cache" / "kernel.cubin").write_bytes(b"k" * 2000)
+    dev.mkdir()
+    (dev / "solver.log").write_text("server up")
+    (peers / "partial").mkdir(parents=True)
+
+    def watch(out: Path) -> None:
+        out.mkdir()
+        p = subprocess.run(["bash", str(EXP / "device" / "watch.sh"), "1", "1", str(peers)], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "OUT": str(out), "HL_DEV_DIR": str(dev),
+                                                        "HOME": str(home)})
+        assert p.returncode == 0, p.stderr
+
+    watch(tmp_path / "out1")  # no jobs.done: the jobs still run
+    assert (tmp_path / "out1" / "jitcache.tar").stat().st_size > 0 and (dev / "jitcache.sent").exists()
+    watch(tmp_path / "out2")
+    assert not (tmp_path / "out2" / "jitcache.tar").exists()
 
 
 FAKE_RUN_PY = """#!/bin/bash

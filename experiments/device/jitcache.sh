@@ -13,7 +13,7 @@
 # Here the file is kept outside git as .keep/jitcache.tar and carried in a call of its own (the set-up's chunks leave
 # no room beside it): carry [".keep/jitcache.tar"], `mkdir -p /tmp/dev && cp .keep/jitcache.tar /tmp/dev/`; then
 # the last bundle-B call runs `jitcache.sh in /tmp/dev/jitcache.tar` between `setup.sh vllm` and the solver's start.
-# watch.sh packs it into $OUT once the jobs have ended.
+# watch.sh packs it into $OUT at the end of a machine's first watch after the solver started.
 set -uo pipefail
 LIMIT=$((15 * 1024 * 1024))
 OLD=946684800  # 2000-01-01: older than any build

@@ -7,6 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . experiments/device/env.sh
+D="${HL_DEV_DIR:-/tmp/dev}"  # the device's scratch folder, as jobs.sh's (a test gives its own)
 T=${1:-500}; EVERY=${2:-60}; shift 2
 end=$((SECONDS + T))
 pack() {
@@ -22,33 +23,35 @@ pack() {
       [ -f "$f" ] && cp "$f" "$OUT/.$n.$(basename "$f")" && mv "$OUT/.$n.$(basename "$f")" "$OUT/$n.$(basename "$f")"
     done
   done
-  cp /tmp/dev/jobs.log "$OUT/.jobs.log" 2>/dev/null && mv "$OUT/.jobs.log" "$OUT/jobs.log"
-  cp /tmp/dev/metrics.log "$OUT/.metrics.log" 2>/dev/null && mv "$OUT/.metrics.log" "$OUT/metrics.log"
+  cp "$D"/jobs.log "$OUT/.jobs.log" 2>/dev/null && mv "$OUT/.jobs.log" "$OUT/jobs.log"
+  cp "$D"/metrics.log "$OUT/.metrics.log" 2>/dev/null && mv "$OUT/.metrics.log" "$OUT/metrics.log"
   # the solver server's start (where its ~150 s went; its request log after that is not needed)
-  [ -f /tmp/dev/solver.log ] && head -c 300000 /tmp/dev/solver.log > "$OUT/.solver_start.log" \
+  [ -f "$D"/solver.log ] && head -c 300000 "$D"/solver.log > "$OUT/.solver_start.log" \
     && mv "$OUT/.solver_start.log" "$OUT/solver_start.log"
 }
 next=$((SECONDS + EVERY))
-while [ $SECONDS -lt $end ] && [ ! -f /tmp/dev/jobs.done ]; do
+while [ $SECONDS -lt $end ] && [ ! -f "$D"/jobs.done ]; do
   sleep 5
   if [ $SECONDS -ge $next ]; then pack "$@"; next=$((SECONDS + EVERY)); fi
 done
 pack "$@"
-# the kernels compiled this stretch, for the next one (jitcache.sh), once every job has ended: compressing the
-# caches takes seconds to tens of seconds after the wait, so the call's limit needs that much beyond T
-# and only where it fits what a call brings back (8 files, 64 MiB): the results come first, and the last cache
-# (.keep/jitcache.tar here) serves again when this one stays behind
-if [ -f /tmp/dev/jobs.done ] && [ ! -f "$OUT/jitcache.tar" ]; then
-  bash experiments/device/jitcache.sh out /tmp/dev/jitcache-out.tar
-  if [ -f /tmp/dev/jitcache-out.tar ]; then
+# the kernels compiled this stretch, for the next one (jitcache.sh), once a machine, at the end of its first watch
+# (the solver server compiles them as it starts; until session 45 this waited for every job to end, and a stretch
+# cut before that, like 44's and 45's, brought none back): compressing the caches takes seconds to tens of seconds
+# after the wait, so the call's limit needs that much beyond T; and only where it fits what a call brings back
+# (8 files, 64 MiB): the results come first, and the last cache (.keep/jitcache.tar here) serves again when this
+# one stays behind
+if [ -f "$D"/solver.log ] && [ ! -f "$D"/jitcache.sent ] && [ ! -f "$OUT/jitcache.tar" ]; then
+  bash experiments/device/jitcache.sh out "$D"/jitcache-out.tar
+  if [ -f "$D"/jitcache-out.tar ]; then
     files=$(find "$OUT" -maxdepth 1 -type f | wc -l)
-    bytes=$(( $(du -cb "$OUT" | tail -1 | cut -f1) + $(stat -c %s /tmp/dev/jitcache-out.tar) ))
+    bytes=$(( $(du -cb "$OUT" | tail -1 | cut -f1) + $(stat -c %s "$D"/jitcache-out.tar) ))
     if [ "$files" -lt 8 ] && [ "$bytes" -lt $((62 * 1024 * 1024)) ]; then
-      mv /tmp/dev/jitcache-out.tar "$OUT/jitcache.tar"
+      mv "$D"/jitcache-out.tar "$OUT/jitcache.tar" && touch "$D"/jitcache.sent
     else
       echo "jitcache.tar left on the machine: \$OUT holds $files files, $bytes bytes with it (8 files, 64 MiB)"
     fi
   fi
 fi
-tail -c 4000 /tmp/dev/jobs.log
+tail -c 4000 "$D"/jobs.log
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader || true
