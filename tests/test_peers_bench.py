@@ -147,6 +147,22 @@ def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_setti
     assert len(run.carried_runs(tmp_path, now)) == 3
     with pytest.raises(SystemExit, match="settings differ from this run: model"):
         run.carried_runs(tmp_path, {**now, "model": 2})
+    with pytest.raises(SystemExit, match="settings differ from this run: prompts"):  # our prompts' text changed
+        run.carried_runs(tmp_path, {**now, "prompts": 2})
+
+
+def test_a_run_records_the_digest_of_our_packaged_prompts() -> None:
+    import argparse
+
+    import run  # benchmarks/peers/run.py
+
+    from harnesslearn.propose.prompt import packaged_digest
+
+    args = argparse.Namespace(**{k: None for k in (
+        "served_name", "server", "model", "trained_proposer", "memory_k", "proposer_calls", "candidates",
+        "n_feedback", "n_score", "n_test", "temperature", "max_tokens", "timeout", "carry", "rerun", "executor",
+        "concurrency", "tasks", "systems")}, seed0=0, seeds=1)
+    assert run.meta(args, 0.0)["prompts"] == packaged_digest()
 
 
 def test_a_plain_run_that_was_shown_the_memory_is_loaded_as_not_run(tmp_path: Path) -> None:

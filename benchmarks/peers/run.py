@@ -54,6 +54,7 @@ from common import (  # this folder is on sys.path: the script's own
 )
 
 from harnesslearn.models.served import llama_server
+from harnesslearn.propose.prompt import packaged_digest
 
 HERE = Path(__file__).resolve().parent
 
@@ -510,7 +511,7 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) 
 
 
 SAME_SETTINGS = ("model", "proposer_calls", "candidates", "n_feedback", "n_score", "n_test", "temperature",
-                 "max_tokens", "timeout", "versions")
+                 "max_tokens", "timeout", "versions", "prompts")
 
 
 def carried_runs(src: Path, now: dict[str, Any], rerun: str = "") -> dict[tuple[str, int, str], dict[str, Any]]:
@@ -630,7 +631,7 @@ def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
             "command": " ".join(["benchmarks/peers/run.py", *sys.argv[1:]]), "wall_s": wall, "carry": args.carry,
             "rerun": args.rerun, "executor": args.executor, "concurrency": args.concurrency,
             "machine": machine(),
-            "versions": dict(PEERS)}
+            "versions": dict(PEERS), "prompts": packaged_digest()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,3 +109,16 @@ def test_adapt_with_a_prompt_dir_shows_the_proposer_the_users_template(tmp_path)
     again = subprocess.run([*base, "--prompt-dir", str(prompts), "--resume"], capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 2 and "prompts" in again.stderr, again.stderr[-1000:]
+
+
+def test_the_packaged_prompts_digest_changes_with_any_template_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """packaged_digest: 16 hex digits over every packaged template, the same on every call, another one as soon as
+    one template's text differs (what lets the peers benchmark refuse to mix runs asked with other prompts)."""
+    from harnesslearn.propose import prompt as prompt_mod
+
+    d = prompt_mod.packaged_digest()
+    assert len(d) == 16 and int(d, 16) >= 0 and prompt_mod.packaged_digest() == d
+    real = prompt_mod.packaged_template
+    monkeypatch.setattr(prompt_mod, "packaged_template",
+                        lambda name: real(name) + (" (edited)" if name == "chat_system" else ""))
+    assert prompt_mod.packaged_digest() != d

@@ -20,6 +20,7 @@ knows nothing of sandboxing or the store: it turns an Evaluation into text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Iterator, Sequence
@@ -60,6 +61,15 @@ def template(name: str) -> str:
 @cache
 def packaged_template(name: str) -> str:
     return (resources.files("harnesslearn.propose") / "prompts" / f"{name}.txt").read_text(encoding="utf-8").rstrip("\n")
+
+
+def packaged_digest() -> str:
+    """A digest of every packaged template's text (16 hex digits): what a record keeps so that results asked with
+    one set of prompts are never mixed with results asked with another (the peers benchmark's ``--carry``)."""
+    h = hashlib.sha256()
+    for name in template_names():
+        h.update(f"{name}\0{packaged_template(name)}\0".encode())
+    return h.hexdigest()[:16]
 
 
 def template_names() -> list[str]:
