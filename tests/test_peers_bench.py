@@ -449,7 +449,8 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
             "rg:gcd|0|zoo": zoo.source("interpreter_loop"), "rg:gcd|1|zoo": zoo.source("interpreter_loop"),
             "rg:gcd|1|gepa": "from math import gcd\n\ndef solve(model, q):\n    return str(gcd(4, 6))\n",
             "rg:gcd|0|gepa": "def solve(model, q):\n    return model(q)\n",
-            "rg:gcd|1|hl-sequential": "def solve(model, q):\n    return model(q)\n"}}))
+            "rg:gcd|1|hl-sequential": "def solve(model, q):\n    return model(q)\n",
+            "rg:gcd|0|hl-sequential@trained": zoo.source("interpreter_loop")}}))
         folders.append(str(f))
     assert summary.main([*reversed(folders), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "summary.md").read_text()
@@ -459,6 +460,9 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
             " +0.125 [-0.250, +0.500] | 0 / 2 | 16.0 |") in md  # minus ours: 0.5 - 0.75 and 1.0 - 0.5
     assert "| harnesslearn sequential | 0.625 [0.500, 0.750] | +0.375 [+0.250, +0.500] | +0.000 [+0.000, +0.000] | 0 / 2 | n/a |" in md
     assert "| best zoo harness (score split; no proposer) | 0.625 [0.500, 0.750] |" in md and "| 2 / 2 | 0.0 |" in md
+    # the trained proposer above the zoo on gcd seed 0 (1.0 against 0.75) with the zoo's own loop written back
+    assert "| harnesslearn sequential, trained proposer | 0.750 [0.500, 1.000] |" in md
+    assert "| +0.125 [+0.000, +0.250] | 1 / 2 (1 a zoo copy) | +0.125 [+0.000, +0.250] | 1 / 2 | 16.0 |" in md
     # solver use per budget (computes, solver_program, prompt_level): GEPA's maze run has no source recorded
     assert "| GEPA 0.1.4 | 1 | 0 | 1 | 1 | 0 | 1 |" in md
     assert "| best zoo harness (score split; no proposer) | 0 | 2 | 0 | 0 | 2 | 0 |" in md

@@ -78,14 +78,16 @@ def budget_summary(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> di
         runs = [by_system[s][c] for c in common]
         test = [float(r["test_J"]) for r in runs]
         gain = [float(r["test_J"]) - float(r["seed_test_J"]) for r in runs]
-        row: dict[str, Any] = {"test": bootstrap_ci(test), "gain": bootstrap_ci(gain),
-                               "copies": sum(1 for r in runs if (r.get("returned_nearest_zoo") or {}).get("ratio", 0)
-                                             >= COPY_RATIO),
+        copy = [(r.get("returned_nearest_zoo") or {}).get("ratio", 0) >= COPY_RATIO for r in runs]
+        row: dict[str, Any] = {"test": bootstrap_ci(test), "gain": bootstrap_ci(gain), "copies": sum(copy),
                                "proposer_calls": sum(r["ledger"]["proposer_calls"] for r in runs) / max(1, len(runs))}
         if zoo and s != "zoo":
             vs = [float(r["test_J"]) - float(zoo[c]["test_J"]) for r, c in zip(runs, common, strict=True)]
             row["minus_zoo"] = bootstrap_ci(vs)
             row["above_zoo"] = sum(1 for v in vs if v > 1e-9)
+            # above the zoo with a zoo file written back: another zoo file than the score split picked (or the
+            # same one edited a little), not a harness beyond the zoo
+            row["above_zoo_copies"] = sum(1 for v, c in zip(vs, copy, strict=True) if v > 1e-9 and c)
         if BASE in by_system and s not in (BASE, "zoo"):
             row["minus_ours"] = bootstrap_ci([float(r["test_J"]) - float(by_system[BASE][c]["test_J"])
                                               for r, c in zip(runs, common, strict=True)])
@@ -183,7 +185,9 @@ def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[in
              "bootstrap intervals over those cells. Minus best zoo: paired with the best zoo harness picked on the "
              f"same cell's score split (no proposer). Minus ours: paired with {LABELS[BASE]} (the untrained "
              f"proposer, no memory) on the same cell. Zoo copies: returned harnesses within difflib ratio "
-             f"{COPY_RATIO} of a zoo file.", ""]
+             f"{COPY_RATIO} of a zoo file. Cells above the zoo: where the returned harness tests above the best zoo "
+             "harness; in brackets, how many of those returned a zoo copy (another zoo file than the score split "
+             "picked, or the same one edited a little: not a harness beyond the zoo).", ""]
     for calls, folder, s in budgets:
         lines += [f"## {calls} proposer calls (`{folder}`): {len(s['cells'])} cells", ""]
         if not s["cells"]:
@@ -198,6 +202,9 @@ def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[in
         for name, r in s["systems"].items():
             mz = ci(r["minus_zoo"], True) if "minus_zoo" in r else "n/a"
             above = f"{r['above_zoo']} / {len(s['cells'])}" if "above_zoo" in r else "n/a"
+            if r.get("above_zoo_copies"):
+                k = r["above_zoo_copies"]
+                above += f" ({k} a zoo copy)" if k == 1 else f" ({k} zoo copies)"
             mo = ci(r["minus_ours"], True) if "minus_ours" in r else "n/a"
             lines.append(f"| {LABELS[name]} | {ci(r['test'])} | {ci(r['gain'], True)} | {mz} | {above} | {mo} |"
                          f" {r['copies']} / {len(s['cells'])} | {r['proposer_calls']:.1f} |")
