@@ -941,3 +941,43 @@ def test_compute_probe_writes_a_prompt_in_the_chat_file_form(tmp_path: Path) -> 
     assert json.loads(committed.read_text()) == after  # the committed file is this form of the committed prompt
     with pytest.raises(SystemExit, match="not a revision prompt"):
         compute_probe.file_form([{"role": "user", "content": "hello"}])
+
+
+# ---------------------------------------------------------------------- the trained proposer's programs
+def test_programs_vs_zoo_loop_counts_the_loops_own_lines_in_programs_that_are_not_zoo_copies(tmp_path: Path) -> None:
+    """experiments/programs_vs_zoo_loop.py: its markers are in the zoo's interpreter loop and in no prompt (checked);
+    in a run's valid, distinct proposals (the seed, invalid ones and zoo near-copies left out) it counts the
+    programs for model.python and those that carry a marker; the table says so per system."""
+    import gzip
+    import json
+
+    import programs_vs_zoo_loop as pz
+
+    from harnesslearn import zoo
+
+    pz.check_markers()  # today's prompt shows none of them
+    program = ('def solve(model, question):\n    reply = model.generate([{{"role": "system", "content": "{role}"}},\n'
+               '        {{"role": "user", "content": f"Write a program that prints the answer to {{question}}"}}],'
+               ' max_tokens=300)[0]\n    code = reply.split("```python")[-1].split("```")[0]\n'
+               '    return model.python(code).strip()\n')
+    marked = program.format(role="You are an expert Python programmer. Print the result.")
+    plain = program.format(role="Write code.")
+    harnesses = [{"id": "seed", "source": "def solve(model, question):\n    return model(question)\n"},
+                 {"id": "a", "source": marked}, {"id": "a", "source": marked}, {"id": "b", "source": plain},
+                 {"id": "c", "source": zoo.source("interpreter_loop")},
+                 {"id": "d", "source": "def solve(", "invalid_reason": "syntax_error"}]
+    (tmp_path / "b16" / "harnesses").mkdir(parents=True)
+    (tmp_path / "b16" / "results.json").write_text(json.dumps({"meta": {"proposer_calls": 16}, "runs": [
+        {"task": "rg:gcd", "seed": 0, "system": "hl-sequential@trained", "test_J": 0.5,
+         "score_best_points": [[0, 0.25, "seed"]]}]}))
+    (tmp_path / "b16" / "harnesses" / "rg_gcd-s0-hl-sequential@trained.json").write_text(
+        json.dumps({"harnesses": harnesses}))
+    got = pz.count(pz.grid_sources(tmp_path / "b16")["hl-sequential@trained"])
+    assert got == {"valid": 3, "programs": 2, "with_any": 1, "markers": {"system role": 1}}
+    with gzip.open(tmp_path / "rollouts.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"step": 0, "candidates": [{"valid": False, "proposal": ""}]}) + "\n")
+    assert pz.main([str(tmp_path / "b16"), "--rollouts", str(tmp_path / "rollouts.jsonl.gz"),
+                    "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| hl-sequential@trained | 3 | 2 | 1 (50%) | 1 | 0 | 0 | 0 | 0 |" in md
+    assert "| updates 0-19 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |" in md
