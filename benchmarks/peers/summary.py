@@ -303,9 +303,11 @@ def plot(budgets: Sequence[tuple[int, str, dict[str, Any]]], path: Path, label: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     joined = len({tuple(s["cells"]) for _, _, s in budgets}) == 1  # lines only between means of the same cells
     names = [n for n in SYSTEMS if any(n in s["systems"] for _, _, s in budgets)]
+    tab20 = plt.get_cmap("tab20").colors  # 12 systems and more: the default cycle of 10 repeats colours
+    colours = [tab20[k] for k in (*range(0, 20, 2), *range(1, 20, 2))]  # the dark shades first
     for i, name in enumerate(names):
         pts = [(c, s["systems"][name]["test"], len(s["cells"])) for c, _, s in budgets if name in s["systems"]]
         if not pts:
@@ -313,15 +315,16 @@ def plot(budgets: Sequence[tuple[int, str, dict[str, Any]]], path: Path, label: 
         xs = [c * (1 + 0.03 * (i - len(names) / 2)) for c, _, _ in pts]  # dodged so the bars do not overlap
         ys = [p["mean"] for _, p, _ in pts]
         err = [[p["mean"] - p["lo"] for _, p, _ in pts], [p["hi"] - p["mean"] for _, p, _ in pts]]
-        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, linestyle=("--" if name == "zoo" else "-") if joined else "none",
-                    label=f"{LABELS[name]}")
+        ax.errorbar(xs, ys, yerr=err, capsize=3, linestyle=("--" if name == "zoo" else "-") if joined else "none",
+                    marker="*" if name == "zoo" else "o" if name.startswith("hl-") else "s", markersize=7,
+                    color=colours[i % len(colours)], label=f"{LABELS[name]}")
     ax.set_xscale("log", base=2)
     ax.set_xticks([c for c, _, _ in budgets], [f"{c}\n({len(s['cells'])} cells)" for c, _, s in budgets])
     ax.set_xlabel("proposer calls per system and cell")
     ax.set_ylabel("mean test J over the common cells")
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it hid points
     ax.set_title(f"{textwrap.fill(label, 110)}\ntest J against proposer calls (95 % bootstrap over cells)"
                  + ("" if joined else "; not joined: the budgets' common cells differ"), fontsize=8)
     fig.tight_layout()
