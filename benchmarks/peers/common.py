@@ -45,6 +45,19 @@ LABELS = {
 }
 
 
+def style(system: str) -> tuple[Any, str]:
+    """A system's colour and marker in every plot of the peers (run.py's curves, summary.py's budgets): one of
+    matplotlib's 20 ``tab20`` colours, the dark shades first (the default cycle of 10 repeats itself within
+    ``SYSTEMS``), black for the zoo; circles for ours, squares for the peers, a star for the zoo."""
+    from matplotlib import colormaps
+
+    if system == "zoo":
+        return "black", "*"
+    tab20 = colormaps["tab20"].colors
+    order = (*range(0, 20, 2), *range(1, 20, 2))
+    return tab20[order[SYSTEMS.index(system) % 20]], "o" if system.startswith("hl-") else "s"
+
+
 def slug(spec: str) -> str:
     """A task spec or system name as a file and URL part."""
     return "".join(ch if ch.isalnum() else "_" for ch in spec)[:60]

@@ -50,6 +50,7 @@ from common import (  # this folder is on sys.path: the script's own
     mean_by_system,
     render_table,
     slug,
+    style,
     summarise_oe_diff_log,
 )
 
@@ -367,39 +368,44 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(r["task"] for r in rows))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    markers = "os^DvP*Xh"
-    style = {s: (f"C{i}", markers[i % len(markers)]) for i, s in enumerate(SYSTEMS)}
+    ncols = min(3, len(tasks))
+    nrows = -(-len(tasks) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 4.8, 3.4 * nrows), squeeze=False)
     dodge = {s: 0.04 * (i - (len(SYSTEMS) - 1) / 2) for i, s in enumerate(SYSTEMS)}  # overlapping lines stay visible
-    for ax, t in zip(axes[0], tasks, strict=True):
+    legend: dict[str, Any] = {}  # one legend for the figure, beside the panels (in each panel it hid the curves)
+    for ax, t in zip(list(axes.flat)[:len(tasks)], tasks, strict=True):
         drawn = 0
         for r in rows:
             if r["task"] != t or r.get("error") or not r.get("curve"):
                 continue
             xs = [c[0] + dodge[r["system"]] for c in r["curve"]]
             ys = [c[1] if c[1] is not None else float("nan") for c in r["curve"]]
-            color, marker = style[r["system"]]
+            color, marker = style(r["system"])
             first = r["seed"] == rows[0]["seed"]
             if r["system"] == "zoo":  # no proposer calls: its test J as a level across the plot
                 if r.get("test_J") is not None:
-                    ax.axhline(r["test_J"], color=color, alpha=0.7, linestyle=":" if first else "-.",
-                               label=LABELS["zoo"] if first else None)
+                    line = ax.axhline(r["test_J"], color=color, alpha=0.7, linestyle=":" if first else "-.")
+                    legend.setdefault(LABELS["zoo"], line)
                     drawn += 1
                 continue
-            ax.step(xs, ys, where="post", color=color, alpha=0.85, linestyle="-" if first else "--",
-                    label=LABELS[r["system"]] if first else None, marker=marker, markersize=4)
+            (line,) = ax.step(xs, ys, where="post", color=color, alpha=0.85, linestyle="-" if first else "--",
+                              marker=marker, markersize=4)
+            legend.setdefault(LABELS[r["system"]], line)
             drawn += 1
         if not drawn:
             ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes, color="0.4")
         ax.set_title(t.split("?")[0], fontsize=9)
-        ax.set_xlabel("proposer calls (systems dodged by 0.06)")
+        ax.set_xlabel("proposer calls (systems dodged)")
         ax.set_ylabel("test J of the score-split best")
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=7, loc="upper left")
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    order = [LABELS[s] for s in SYSTEMS if LABELS[s] in legend]
+    fig.legend([legend[k] for k in order], order, loc="center right", fontsize=7,
+               title="first seed: solid (zoo: dotted); the others: dashed", title_fontsize=7)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1 - 4.8 / (4.2 * ncols + 4.8), 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

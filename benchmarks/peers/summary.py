@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import LABELS, SYSTEMS  # this folder is on sys.path: the script's own
+from common import LABELS, SYSTEMS, style  # this folder is on sys.path: the script's own
 
 from harnesslearn.taxonomy import HARNESS_KINDS as KINDS
 from harnesslearn.taxonomy import SOLVER_USES, solver_use
@@ -306,8 +306,6 @@ def plot(budgets: Sequence[tuple[int, str, dict[str, Any]]], path: Path, label: 
     fig, ax = plt.subplots(figsize=(10, 4.8))
     joined = len({tuple(s["cells"]) for _, _, s in budgets}) == 1  # lines only between means of the same cells
     names = [n for n in SYSTEMS if any(n in s["systems"] for _, _, s in budgets)]
-    tab20 = plt.get_cmap("tab20").colors  # 12 systems and more: the default cycle of 10 repeats colours
-    colours = [tab20[k] for k in (*range(0, 20, 2), *range(1, 20, 2))]  # the dark shades first
     for i, name in enumerate(names):
         pts = [(c, s["systems"][name]["test"], len(s["cells"])) for c, _, s in budgets if name in s["systems"]]
         if not pts:
@@ -315,9 +313,9 @@ def plot(budgets: Sequence[tuple[int, str, dict[str, Any]]], path: Path, label: 
         xs = [c * (1 + 0.03 * (i - len(names) / 2)) for c, _, _ in pts]  # dodged so the bars do not overlap
         ys = [p["mean"] for _, p, _ in pts]
         err = [[p["mean"] - p["lo"] for _, p, _ in pts], [p["hi"] - p["mean"] for _, p, _ in pts]]
+        colour, marker = style(name)
         ax.errorbar(xs, ys, yerr=err, capsize=3, linestyle=("--" if name == "zoo" else "-") if joined else "none",
-                    marker="*" if name == "zoo" else "o" if name.startswith("hl-") else "s", markersize=7,
-                    color=colours[i % len(colours)], label=f"{LABELS[name]}")
+                    marker=marker, markersize=7, color=colour, label=f"{LABELS[name]}")
     ax.set_xscale("log", base=2)
     ax.set_xticks([c for c, _, _ in budgets], [f"{c}\n({len(s['cells'])} cells)" for c, _, s in budgets])
     ax.set_xlabel("proposer calls per system and cell")
