@@ -34,26 +34,30 @@ BANDS = ((0, 19), (20, 49), (50, 79))  # GRPO updates
 _TRAIN: list[str] = []
 
 
-def training_harnesses(rollouts: Path, seed_source: str) -> tuple[list[str], dict[str, Counter[str]]]:
-    """The distinct valid GRPO candidates as harness sources, and their kinds per band of updates."""
+def grpo_candidates(rollouts: Path, seed_source: str) -> dict[str, list[str]]:
+    """Band of GRPO updates (``BANDS``) -> its valid candidates as harness sources (revisions of ``seed_source``),
+    in the log's order, repeats kept."""
     from harnesslearn.propose.edits import apply_proposal
-    from harnesslearn.taxonomy import harness_kind
 
-    sources: dict[str, None] = {}
-    kinds: dict[str, Counter[str]] = {f"{a}-{b}": Counter() for a, b in BANDS}
+    out: dict[str, list[str]] = {f"{a}-{b}": [] for a, b in BANDS}
     with gzip.open(rollouts, "rt") as f:
         for line in f:
             d = json.loads(line)
             band = next(f"{a}-{b}" for a, b in BANDS if a <= d["step"] <= b)
             for c in d["candidates"]:
-                if not c.get("valid"):
-                    continue
-                src = apply_proposal(seed_source, c["proposal"]).source
-                if src is None:
-                    continue
-                sources[src] = None
-                kinds[band][harness_kind(src)] += 1
-    return list(sources), kinds
+                src = apply_proposal(seed_source, c["proposal"]).source if c.get("valid") else None
+                if src is not None:
+                    out[band].append(src)
+    return out
+
+
+def training_harnesses(rollouts: Path, seed_source: str) -> tuple[list[str], dict[str, Counter[str]]]:
+    """The distinct valid GRPO candidates as harness sources, and their kinds per band of updates."""
+    from harnesslearn.taxonomy import harness_kind
+
+    bands = grpo_candidates(rollouts, seed_source)
+    kinds = {band: Counter(harness_kind(src) for src in srcs) for band, srcs in bands.items()}
+    return list(dict.fromkeys(src for srcs in bands.values() for src in srcs)), kinds
 
 
 def _init(train: list[str]) -> None:
@@ -78,7 +82,7 @@ def nearest_training(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harnesslearn.zoo import load_harness, nearest
+    from harnesslearn.zoo import NEAR_COPY, load_harness, nearest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("folders", nargs="+", type=Path, help="peers run.py --out folders, one per budget")
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
              "MuSiQue left out (its seed is another one). Ratio: difflib, as for the zoo. The untrained systems "
              "never saw these candidates: their ratios say what revisions of the same seed share by chance.", "",
              "| calls | system | returned (not the seed) | median ratio to the nearest training candidate |"
-             " at 0.8 or more | median ratio to the nearest zoo file | zoo near-copies |",
+             f" at {NEAR_COPY} or more | median ratio to the nearest zoo file | zoo near-copies |",
              "|---|---|---|---|---|---|---|"]
     for calls in sorted({r["calls"] for r in rows}):
         for system in SYSTEMS:
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             if rs:
                 tr, zo = [r["nearest_training"] for r in rs], [r["nearest_zoo"] for r in rs]
                 lines.append(f"| {calls} | {system} | {len(rs)} | {statistics.median(tr):.2f} |"
-                             f" {sum(x >= 0.8 for x in tr)} | {statistics.median(zo):.2f} | {sum(x >= 0.8 for x in zo)} |")
+                             f" {sum(x >= NEAR_COPY for x in tr)} | {statistics.median(zo):.2f} | {sum(x >= NEAR_COPY for x in zo)} |")
     lines += ["", "What the GRPO candidates were, by band of updates (valid ones; zoo near-copy, else what they do "
               "with the solver):", "", "| updates | valid | zoo_copy | solver_program | prompt_level | computes |",
               "|---|---|---|---|---|---|"]

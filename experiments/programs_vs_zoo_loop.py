@@ -20,11 +20,12 @@ measured 2026-12-06).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from peers_vs_training import grpo_candidates  # experiments/: the GRPO log read once, for both scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("hl-sequential", "hl-independent", "hl-sequential~prefill", "hl-sequential@trained",
@@ -35,7 +36,6 @@ MARKERS = (("system role", "You are an expert Python programmer"),
            ("code-block regex", "(?:python|py)?"),
            ("number normaliser", "is_integer()"),
            ("ATTEMPTS constant", "ATTEMPTS"))
-BANDS = ((0, 19), (20, 49), (50, 79))  # GRPO updates
 
 
 def check_markers() -> None:
@@ -91,24 +91,6 @@ def grid_sources(folder: Path) -> dict[str, list[str]]:
     return out
 
 
-def training_sources(rollouts: Path) -> dict[str, list[str]]:
-    """Band of GRPO updates -> its valid candidates as harness sources (revisions of the minimal seed)."""
-    from harnesslearn.propose.edits import apply_proposal
-    from harnesslearn.zoo import load_harness
-
-    seed = load_harness("minimal").source
-    out: dict[str, list[str]] = {f"{a}-{b}": [] for a, b in BANDS}
-    with gzip.open(rollouts, "rt") as f:
-        for line in f:
-            d = json.loads(line)
-            band = next(f"{a}-{b}" for a, b in BANDS if a <= d["step"] <= b)
-            for c in d["candidates"]:
-                src = apply_proposal(seed, c["proposal"]).source if c.get("valid") else None
-                if src is not None:
-                    out[band].append(src)
-    return out
-
-
 def row(name: str, c: dict[str, Any]) -> str:
     cells = " | ".join(f"{c['markers'].get(label, 0)}" for label, _ in MARKERS)
     share = f"{c['with_any']} ({c['with_any'] / c['programs']:.0%})" if c["programs"] else "0"
@@ -127,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         calls = json.loads((folder / "results.json").read_text())["meta"]["proposer_calls"]
         grid[str(calls)] = {s: count(srcs) for s, srcs in grid_sources(folder).items() if srcs}
         print(f"{folder}: counted", flush=True)
-    training = {band: count(srcs) for band, srcs in training_sources(a.rollouts).items()}
+    from harnesslearn.zoo import NEAR_COPY, load_harness
+
+    training = {band: count(srcs) for band, srcs in grpo_candidates(a.rollouts, load_harness("minimal").source).items()}
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "results.json").write_text(json.dumps({"markers": dict(MARKERS), "grid": grid, "training": training},
                                                    indent=1))
@@ -140,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
              "runtime API (checked): "
              + "; ".join(f"{label} (`{text}`)" for label, text in MARKERS) + ". Programs: valid proposals that "
              "have the solver write a program for `model.python` and are not near-copies of a zoo file (difflib "
-             "0.8), the seed and MuSiQue left out. The plain systems are shown no zoo file; the `+mem` ones are "
+             f"{NEAR_COPY}), the seed and MuSiQue left out. The plain systems are shown no zoo file; the `+mem` ones are "
              "shown zoo files from the memory.", ""]
     for calls, systems in grid.items():
         lines += [f"## The peers grid, {calls} proposer calls", "", head, sep]

@@ -38,8 +38,8 @@ from common import LABELS, SYSTEMS, style  # this folder is on sys.path: the scr
 
 from harnesslearn.taxonomy import HARNESS_KINDS as KINDS
 from harnesslearn.taxonomy import SOLVER_USES, solver_use
+from harnesslearn.zoo import NEAR_COPY as COPY_RATIO  # returned harness this close to a zoo file: a copy
 
-COPY_RATIO = 0.8  # returned harness this close to a zoo file (difflib ratio): a copy, not a new program
 BASE = "hl-sequential"  # "minus ours": each system paired with this one on the same cell
 PEERS = ("gepa", "openevolve")
 # (system, its control, what the difference isolates): the two differ in one setting only
