@@ -370,7 +370,8 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     ncols = min(3, len(tasks))
     nrows = -(-len(tasks) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 4.8, 3.4 * nrows), squeeze=False)
+    side = 4.8  # inches beside the panels, for the one legend
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + side, 3.4 * nrows), squeeze=False)
     dodge = {s: 0.04 * (i - (len(SYSTEMS) - 1) / 2) for i, s in enumerate(SYSTEMS)}  # overlapping lines stay visible
     legend: dict[str, Any] = {}  # one legend for the figure, beside the panels (in each panel it hid the curves)
     for ax, t in zip(list(axes.flat)[:len(tasks)], tasks, strict=True):
@@ -405,7 +406,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     fig.legend([legend[k] for k in order], order, loc="center right", fontsize=7,
                title="first seed: solid (zoo: dotted); the others: dashed", title_fontsize=7)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1 - 4.8 / (4.2 * ncols + 4.8), 1))
+    fig.tight_layout(rect=(0, 0, 1 - side / (4.2 * ncols + side), 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
