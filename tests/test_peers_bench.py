@@ -151,6 +151,61 @@ def test_carry_reuses_finished_runs_except_rerun_systems_and_refuses_other_setti
         run.carried_runs(tmp_path, {**now, "prompts": 2})
 
 
+def test_first_systems_start_before_the_others_and_the_outputs_keep_the_plan_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--first (for a stretch that may be cut: the runs an issue needs land before the optional ones): with one run
+    in flight the runs of the named systems start first, each group in plan order, a carried run starts nowhere,
+    and results.json keeps the plan's order. A --first system that --systems does not run is a one-line error."""
+    import asyncio
+    import subprocess
+
+    import run  # benchmarks/peers/run.py
+
+    started: list[tuple[str, int]] = []
+
+    class OneAtATime:  # the driver's interface, answering at once; records the order runs start in
+        def __init__(self, *a: object) -> None:
+            self.busy = 0
+
+        async def start(self) -> None: ...
+
+        async def close(self) -> None: ...
+
+        async def one(self, system: str, task: object, seed: int) -> dict[str, object]:
+            self.busy += 1
+            assert self.busy == 1  # --parallel 1
+            started.append((system, seed))
+            await asyncio.sleep(0)
+            self.busy -= 1
+            # a failed run is finished (a carry keeps it); one "not run" is not
+            failed = (system, seed) == ("zoo", 1)
+            return {"task": task.spec, "seed": seed, "system": system,  # type: ignore[attr-defined]
+                    "error": "runner exited 1: fake" if failed else "not run: fake"}
+
+    monkeypatch.setattr(run, "Driver", OneAtATime)
+    monkeypatch.setattr(run, "machine", lambda: "test machine")
+    monkeypatch.setenv("HARNESSLEARN_CACHE", "0")  # main sets it where unset: undone after the test
+    common = ["--server", "http://127.0.0.1:9/v1", "--tasks", "rg:gcd", "--seeds", "2",
+              "--systems", "hl-sequential,hl-independent,zoo", "--parallel", "1"]
+    assert run.main([*common, "--out", str(tmp_path / "a")]) == 0
+    assert started == [("hl-sequential", 0), ("hl-independent", 0), ("zoo", 0),
+                       ("hl-sequential", 1), ("hl-independent", 1), ("zoo", 1)]
+    started.clear()
+    assert run.main([*common, "--first", "zoo,hl-independent", "--carry", str(tmp_path / "a"),
+                     "--out", str(tmp_path / "b")]) == 0
+    assert started == [("hl-independent", 0), ("zoo", 0), ("hl-independent", 1),
+                       ("hl-sequential", 0), ("hl-sequential", 1)]
+    listed = json.loads((tmp_path / "b" / "results.json").read_text())["runs"]
+    assert [(r["system"], r["seed"]) for r in listed] == [
+        ("hl-sequential", 0), ("hl-independent", 0), ("zoo", 0),
+        ("hl-sequential", 1), ("hl-independent", 1), ("zoo", 1)]
+    assert listed[5]["carried_from"] == str(tmp_path / "a")
+    bad = subprocess.run([sys.executable, str(Path(run.__file__)), *common, "--first", "gepa",
+                          "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--first names systems that --systems does not run: ['gepa']" in bad.stderr
+    assert "Traceback" not in bad.stderr and not (tmp_path / "c").exists()
+
+
 def test_a_run_records_the_digest_of_our_packaged_prompts() -> None:
     import argparse
 

@@ -501,20 +501,29 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) 
             partial.mark()
 
     try:
-        runs = []
+        left = []
         for i, (task, seed, system) in enumerate(plan):
             if (task.spec, seed, system) in carried:
                 done[i] = {**carried[(task.spec, seed, system)], "carried_from": args.carry}
                 log(f"{system} on {task.spec} seed {seed}: carried from {args.carry}")
             else:
-                runs.append(cell(i, task, seed, system))
-        await asyncio.gather(*runs)
+                left.append((i, task, seed, system))
+        # the gate lets them in in the order they ask, which is this list's
+        await asyncio.gather(*(cell(*c) for c in start_order(left, args.first)))
     finally:
         try:
             await partial.close()
         finally:
             await drv.close()
     return [done[i] for i in sorted(done)]
+
+
+def start_order(cells: list[tuple[Any, ...]], first: str = "") -> list[tuple[Any, ...]]:
+    """The order in which the runs left to do start: those of the ``first`` systems (comma-separated) before the
+    others, each group in plan order (a cut run then lands them first; the outputs keep the plan's order).
+    ``cells`` are ``(index, task, seed, system)``."""
+    early = {x.strip() for x in first.split(",") if x.strip()}
+    return sorted(cells, key=lambda c: (c[3] not in early, c[0]))
 
 
 SAME_SETTINGS = ("model", "proposer_calls", "candidates", "n_feedback", "n_score", "n_test", "temperature",
@@ -692,6 +701,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerun", metavar="SYSTEMS", default="",
                    help="with --carry: comma-separated systems to run again although the carry has them "
                         "(e.g. after a change to that system's code)")
+    p.add_argument("--first", metavar="SYSTEMS", default="",
+                   help="comma-separated systems whose runs start before the others' (a run cut short lands them "
+                        "first); the outputs keep the plan's order, and --carry does not compare it")
     p.add_argument("--from-partial", metavar="DIR", default=None,
                    help="only rebuild the outputs in --out from DIR (the partial/ folder of a stopped run)")
     args = p.parse_args(argv)
@@ -705,6 +717,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [s for s in args.systems.split(",") + args.rerun.split(",") if s and s not in SYSTEMS]
     if bad:
         p.error(f"unknown systems {bad}; choose from {SYSTEMS}")
+    unplanned = [s.strip() for s in args.first.split(",") if s.strip() and s.strip() not in args.systems.split(",")]
+    if unplanned:
+        p.error(f"--first names systems that --systems does not run: {unplanned}")
     if any(s.endswith("@trained") for s in args.systems.split(",")) and not (args.server and args.trained_proposer):
         p.error("an @trained system needs --server and --trained-proposer (the adapter's name on that server)")
     from harnesslearn.errors import UserError
