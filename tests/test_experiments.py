@@ -474,6 +474,47 @@ def test_watch_sh_brings_back_a_plain_output_folder_whole_without_its_work(tmp_p
     assert not (out / "jitcache.tar").exists()  # no solver started on this machine: no kernels to bring back
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_slim_sh_takes_the_tree_down_to_the_device_folder_and_back_and_never_loses_a_change(tmp_path: Path) -> None:
+    """experiments/device/slim.sh (the set-up's chunk calls carry the tree beside a chunk, 64 MiB in all): `off`
+    leaves only experiments/device/ of the tracked files (ignored ones stay), `on` puts every one back as
+    committed, and `off` with an uncommitted change refuses in one line and removes nothing."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "experiments" / "device").mkdir(parents=True)
+    shutil.copy(EXP / "device" / "slim.sh", repo / "experiments" / "device" / "slim.sh")
+    (repo / "experiments" / "device" / "setup.sh").write_text("echo keep\n")
+    (repo / "src" / "pkg").mkdir(parents=True)
+    (repo / "src" / "pkg" / "big.bin").write_bytes(b"x" * 100_000)
+    (repo / "README.md").write_text("# r\n")
+    (repo / ".gitignore").write_text("/.dev/\n")
+    (repo / ".dev").mkdir()
+    (repo / ".dev" / "a00").write_bytes(b"chunk")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def sh(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(cmd), cwd=repo, capture_output=True, text=True, timeout=60, env=env)
+
+    assert sh("git", "init", "-q").returncode == 0
+    assert sh("git", "add", "-A").returncode == 0 and sh("git", "commit", "-qm", "x").returncode == 0
+    slim = str(repo / "experiments" / "device" / "slim.sh")
+    whole = int(sh("bash", slim, "size").stdout)
+    p = sh("bash", slim, "off")
+    assert p.returncode == 0, p.stderr
+    present = sorted(str(f.relative_to(repo)) for f in repo.rglob("*") if f.is_file() and ".git" not in f.parts)
+    assert present == [".dev/a00", "experiments/device/setup.sh", "experiments/device/slim.sh"]
+    assert int(sh("bash", slim, "size").stdout) < whole - 100_000
+    p = sh("bash", slim, "on")
+    assert p.returncode == 0 and "0 tracked files missing" in p.stdout, p.stdout + p.stderr
+    assert sh("git", "status", "--porcelain").stdout == "" and int(sh("bash", slim, "size").stdout) == whole
+    (repo / "README.md").write_text("# changed, not committed\n")
+    p = sh("bash", slim, "off")
+    assert p.returncode == 1 and "uncommitted changes" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert (repo / "src" / "pkg" / "big.bin").exists() and (repo / "README.md").read_text().startswith("# changed")
+
+
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
 def test_watch_sh_brings_the_kernel_cache_back_once_a_machine_before_the_jobs_end(tmp_path: Path) -> None:
     """watch.sh packs the compiled kernels (jitcache.sh) into $OUT at the end of the first watch after the solver

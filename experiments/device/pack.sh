@@ -7,14 +7,20 @@
 #   .dev/cNN  bundle C: GEPA 0.1.4 and OpenEvolve 0.4.0 with their wheels (the peers benchmark, --peer-wheels)
 #   .dev/dNN  bundle D: Ray 2.60.0 (the shards:K / ray executors: issue 31's throughput runs; its dependencies
 #             are in the image or in bundle B) and py-spy 0.4.3 (gpu_eval.py --py-spy)
-# Usage: experiments/device/pack.sh [WORKDIR]   (downloads into WORKDIR, default /tmp/hl-device)
+# Usage: [SLIM=1] experiments/device/pack.sh [WORKDIR]   (downloads into WORKDIR, default /tmp/hl-device; SLIM=1:
+#        chunks for calls sent while experiments/device/slim.sh has the tree down to experiments/device/)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W="${1:-/tmp/hl-device}"
 # a device call carries the working tree (tracked files: the committed GRPO state is ~20 MB of it) plus one
-# chunk, 64 MiB in all: the chunk gets what the tree leaves, less 6 MiB for the state to grow in
-TREE=$(git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print s}')
-CHUNK=$(( (64 * 1024 * 1024 - TREE) / 1048576 * 1048576 - 6 * 1048576 ))
+# chunk, 64 MiB in all: the chunk gets what the tree leaves, less 6 MiB for the state to grow in. With SLIM=1 the
+# chunks are for calls sent while slim.sh has taken the tree down to experiments/device/ (less 2 MiB for it to grow)
+if [ "${SLIM:-0}" = 1 ]; then
+  TREE=$(git ls-files -z experiments/device | xargs -0 stat -c %s | awk '{s += $1} END {print s}'); SPARE=2
+else
+  TREE=$(git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print s}'); SPARE=6
+fi
+CHUNK=$(( (64 * 1024 * 1024 - TREE) / 1048576 * 1048576 - SPARE * 1048576 ))
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp)
 for n in 1 5 12 17 24 26 27 28 31 34 35; do PLAT+=(--platform "manylinux_2_${n}_x86_64"); done
