@@ -518,11 +518,16 @@ async def amain(args: argparse.Namespace, llm_url: str, venvs: dict[str, Peer]) 
     return [done[i] for i in sorted(done)]
 
 
+def names(csv: str) -> list[str]:
+    """The names of a comma-separated option (``--first``, ``--rerun``), blanks and empty ones left out."""
+    return [x.strip() for x in csv.split(",") if x.strip()]
+
+
 def start_order(cells: list[tuple[Any, ...]], first: str = "") -> list[tuple[Any, ...]]:
     """The order in which the runs left to do start: those of the ``first`` systems (comma-separated) before the
     others, each group in plan order (a cut run then lands them first; the outputs keep the plan's order).
     ``cells`` are ``(index, task, seed, system)``."""
-    early = {x.strip() for x in first.split(",") if x.strip()}
+    early = set(names(first))
     return sorted(cells, key=lambda c: (c[3] not in early, c[0]))
 
 
@@ -537,7 +542,7 @@ def carried_runs(src: Path, now: dict[str, Any], rerun: str = "") -> dict[tuple[
     diff = [k for k in SAME_SETTINGS if old_meta.get(k) != now[k]]
     if diff:
         raise SystemExit(f"--carry {src}: settings differ from this run: {', '.join(diff)}")
-    again = {x.strip() for x in rerun.split(",") if x.strip()}
+    again = set(names(rerun))
     return {k: r for k, r in done.items() if not str(r.get("error", "")).startswith("not run") and k[2] not in again}
 
 
@@ -717,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [s for s in args.systems.split(",") + args.rerun.split(",") if s and s not in SYSTEMS]
     if bad:
         p.error(f"unknown systems {bad}; choose from {SYSTEMS}")
-    unplanned = [s.strip() for s in args.first.split(",") if s.strip() and s.strip() not in args.systems.split(",")]
+    unplanned = [s for s in names(args.first) if s not in args.systems.split(",")]
     if unplanned:
         p.error(f"--first names systems that --systems does not run: {unplanned}")
     if any(s.endswith("@trained") for s in args.systems.split(",")) and not (args.server and args.trained_proposer):

@@ -15,11 +15,8 @@ W="${1:-/tmp/hl-device}"
 # a device call carries the working tree (tracked files: the committed GRPO state is ~20 MB of it) plus one
 # chunk, 64 MiB in all: the chunk gets what the tree leaves, less 6 MiB for the state to grow in. With SLIM=1 the
 # chunks are for calls sent while slim.sh has taken the tree down to experiments/device/ (less 2 MiB for it to grow)
-if [ "${SLIM:-0}" = 1 ]; then
-  TREE=$(git ls-files -z experiments/device | xargs -0 stat -c %s | awk '{s += $1} END {print s}'); SPARE=2
-else
-  TREE=$(git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print s}'); SPARE=6
-fi
+if [ "${SLIM:-0}" = 1 ]; then SCOPE=(experiments/device); SPARE=2; else SCOPE=(); SPARE=6; fi
+TREE=$(git ls-files -z "${SCOPE[@]}" | xargs -0 stat -c %s | awk '{s += $1} END {print s}')
 CHUNK=$(( (64 * 1024 * 1024 - TREE) / 1048576 * 1048576 - SPARE * 1048576 ))
 SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp)
