@@ -477,7 +477,7 @@ def test_watch_sh_brings_back_a_plain_output_folder_whole_without_its_work(tmp_p
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_slim_sh_takes_the_tree_down_to_the_device_folder_and_back_and_never_loses_a_change(tmp_path: Path) -> None:
     """experiments/device/slim.sh (the set-up's chunk calls carry the tree beside a chunk, 64 MiB in all): `off`
-    leaves only experiments/device/ of the tracked files (ignored ones stay), `on` puts every one back as
+    leaves only experiments/device/ and the .gitignore files of the tracked files (ignored ones stay), `on` puts every one back as
     committed, and `off` with an uncommitted change refuses in one line and removes nothing."""
     import subprocess
 
@@ -504,7 +504,9 @@ def test_slim_sh_takes_the_tree_down_to_the_device_folder_and_back_and_never_los
     p = sh("bash", slim, "off")
     assert p.returncode == 0, p.stderr
     present = sorted(str(f.relative_to(repo)) for f in repo.rglob("*") if f.is_file() and ".git" not in f.parts)
-    assert present == [".dev/a00", "experiments/device/setup.sh", "experiments/device/slim.sh"]
+    assert present == [".dev/a00", ".gitignore", "experiments/device/setup.sh", "experiments/device/slim.sh"]
+    # The .gitignore stays, so the chunks stay ignored: the device tool sends untracked files that are not ignored.
+    assert sh("git", "status", "--porcelain").stdout.count("??") == 0
     assert int(sh("bash", slim, "size").stdout) < whole - 100_000
     p = sh("bash", slim, "on")
     assert p.returncode == 0 and "0 tracked files missing" in p.stdout, p.stdout + p.stderr

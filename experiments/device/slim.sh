@@ -19,7 +19,9 @@ case "${1:-}" in
       echo "slim.sh: the working tree has uncommitted changes; commit or stash them first (nothing was removed)" >&2
       exit 1
     fi
-    git ls-files -z | grep -zv "^$KEEP" | xargs -0 rm -f
+    # The .gitignore files stay: without them .venv/, .dev/ and .keep/ would count as untracked files, and the
+    # device tool sends those (session 48's first call was refused as a tree over 64 MiB).
+    git ls-files -z | grep -zv "^$KEEP" | grep -zvE '(^|/)\.git(ignore|attributes)$' | xargs -0 rm -f
     echo "slim: $(git ls-files --deleted | wc -l) tracked files out of the tree, $(size) bytes left" ;;
   on)
     git ls-files --deleted -z | xargs -0 -r git checkout --
