@@ -477,8 +477,8 @@ def test_watch_sh_brings_back_a_plain_output_folder_whole_without_its_work(tmp_p
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_slim_sh_takes_the_tree_down_to_the_device_folder_and_back_and_never_loses_a_change(tmp_path: Path) -> None:
     """experiments/device/slim.sh (the set-up's chunk calls carry the tree beside a chunk, 64 MiB in all): `off`
-    leaves only experiments/device/ and the .gitignore files of the tracked files (ignored ones stay), `on` puts every one back as
-    committed, and `off` with an uncommitted change refuses in one line and removes nothing."""
+    leaves only experiments/device/ and the .gitignore files of the tracked files (ignored ones stay), `on` puts
+    every one back as committed, and `off` with an uncommitted change refuses in one line and removes nothing."""
     import subprocess
 
     repo = tmp_path / "repo"

@@ -4,7 +4,7 @@
 # keep a chunk (`setup.sh keep`) read nothing of the tree but experiments/device/, so while they are sent the tree
 # can be just that folder, and a chunk ~60 MB (pack.sh with SLIM=1): ~33 calls. The calls after them
 # (`setup.sh ours`, which copies src/; the server; the jobs) need the whole tree back.
-#     experiments/device/slim.sh off   # take every tracked file outside experiments/device/ out of the working tree
+#     experiments/device/slim.sh off   # take every tracked file outside experiments/device/ (but .gitignore) out of the tree
 #                                      # (refused unless the tree is clean: nothing uncommitted can be lost)
 #     experiments/device/slim.sh on    # put them back (git checkout of the files deleted; nothing else is touched)
 #     experiments/device/slim.sh size  # bytes of the tracked files present now (what a call carries, less chunks)
@@ -21,7 +21,7 @@ case "${1:-}" in
     fi
     # The .gitignore files stay: without them .venv/, .dev/ and .keep/ would count as untracked files, and the
     # device tool sends those (session 48's first call was refused as a tree over 64 MiB).
-    git ls-files -z | grep -zv "^$KEEP" | grep -zvE '(^|/)\.git(ignore|attributes)$' | xargs -0 rm -f
+    git ls-files -z | grep -zvE "^$KEEP|(^|/)\.git(ignore|attributes)\$" | xargs -0 rm -f
     echo "slim: $(git ls-files --deleted | wc -l) tracked files out of the tree, $(size) bytes left" ;;
   on)
     git ls-files --deleted -z | xargs -0 -r git checkout --
