@@ -67,16 +67,21 @@ def table(files: list[Path]) -> str:
 
 def file_form(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """A chat-prefill revision prompt in the chat-file form, as ``formats.ChatFile`` renders the same context: the
-    user message's format section (after "## How to write your revision") asks for the whole file in words, and
-    no assistant turn is started."""
+    system message's last line says the reply is the whole file, the user message's format section (after
+    "## How to write your revision") asks for it in words, and no assistant turn is started."""
     from harnesslearn.propose.prompt import template
 
     head = "## How to write your revision\n"
     user = next(m for m in messages if m["role"] == "user")["content"]
     if head not in user:
         raise SystemExit(f"not a revision prompt: its user message has no {head.strip()!r} section")
-    return [m if m["role"] != "user" else {"role": "user", "content": user[:user.index(head) + len(head)]
-                                           + template("chat_file")}
+    blocks, file = template("chat_reply_blocks"), template("chat_reply_file")
+
+    def system(text: str) -> str:
+        return text[:-len(blocks)] + file if text.endswith(blocks) else text
+
+    return [{"role": "user", "content": user[:user.index(head) + len(head)] + template("chat_file")}
+            if m["role"] == "user" else {**m, "content": system(m["content"])} if m["role"] == "system" else m
             for m in messages if m["role"] != "assistant"]
 
 

@@ -968,7 +968,8 @@ def test_compute_probe_sorts_revisions_by_what_they_do_with_the_solver(tmp_path:
 
 def test_compute_probe_writes_a_prompt_in_the_chat_file_form(tmp_path: Path) -> None:
     """--file-form: the committed gcd prompt with its format section asking for the whole file in words, as
-    formats.ChatFile renders it, and no started assistant turn; the rest of both messages unchanged."""
+    formats.ChatFile renders it, the system message's last line saying so, and no started assistant turn; the
+    rest of both messages unchanged."""
     import compute_probe
 
     from harnesslearn.propose.prompt import template
@@ -977,7 +978,9 @@ def test_compute_probe_writes_a_prompt_in_the_chat_file_form(tmp_path: Path) -> 
     out = tmp_path / "file.json"
     assert compute_probe.main(["--file-form", str(src), str(out)]) == 0
     before, after = json.loads(src.read_text()), json.loads(out.read_text())
-    assert [m["role"] for m in after] == ["system", "user"] and after[0] == before[0]
+    assert [m["role"] for m in after] == ["system", "user"]
+    blocks, file = template("chat_reply_blocks"), template("chat_reply_file")
+    assert before[0]["content"].endswith(blocks) and after[0]["content"] == before[0]["content"][:-len(blocks)] + file
     head = "## How to write your revision\n"
     assert after[1]["content"] == before[1]["content"][:before[1]["content"].index(head) + len(head)] + template("chat_file")
     committed = src.with_name("gcd_proposer_prompt_file.json")

@@ -340,7 +340,7 @@ def test_a_given_server_the_memory_rows_and_the_trained_proposer_reach_the_model
         assert all(r["returned_nearest_zoo"]["ratio"] < 0.8 for r in runs.values())  # the seed came back
         md = (out / "results.md").read_text()
         assert "| best zoo harness (score split; no proposer) | 1 |" in md and " / 1) |" in md
-        proposals = [r for r in server.requests if "SEARCH" in json.dumps(r)]  # the proposer's calls
+        proposals = [r for r in server.requests if "## Current harness" in json.dumps(r)]  # the proposer's calls
         assert sorted(r["model"] for r in proposals) == ["base", "base", "base", "rl", "rl"]
         shown = ["Harnesses that worked on other tasks" in json.dumps(r) for r in proposals]
         assert sum(shown) == 1  # the +mem system's prompt alone

@@ -112,6 +112,24 @@ def test_chat_without_an_assistant_start_asks_for_the_block_and_otherwise_is_the
     assert plain_user.replace("\n" + ask, "") == primed_user  # the only difference
 
 
+def test_each_chat_format_says_in_the_system_message_what_its_reply_is() -> None:
+    """The system message ends with the format's own line on the reply: edit blocks only where edit blocks are
+    asked for (until session 46 every chat format's system message said "You reply with SEARCH/REPLACE edit
+    blocks", while chat-function and chat-file ask for a function or a file), and the edit formats' prompt is the
+    one the RL adapter was trained on, word for word."""
+    from harnesslearn.propose.formats import ChatFile
+
+    h = Harness(seed_source("minimal"))
+    system = {f.name: f().render(ctx(h))[0]["content"] for f in (ChatBlocks, ChatPrefill, ChatFunction, ChatFile)}
+    assert len({s.rsplit("\n", 1)[0] for s in system.values()}) == 1  # the same words up to the last line
+    for name in ("chat-blocks", "chat-prefill"):
+        assert system[name].endswith("\n\nYou reply with SEARCH/REPLACE edit blocks.")
+    assert "SEARCH" not in system["chat-function"] and "solve function" in system["chat-function"].rsplit("\n", 1)[1]
+    assert "SEARCH" not in system["chat-file"] and "harness file" in system["chat-file"].rsplit("\n", 1)[1]
+    user = ChatFile().render(ctx(h))[1]["content"]  # the harness it replaces is shown above the request, not below
+    assert user.index("## Current harness") < user.index("harness (above)") and "(below)" not in user
+
+
 def test_chat_rewrite_without_an_assistant_start_wraps_the_reply_function_in_a_block() -> None:
     from harnesslearn.propose.edits import apply_proposal
     from harnesslearn.propose.prompt import template

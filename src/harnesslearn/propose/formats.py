@@ -114,7 +114,8 @@ class ChatBlocks(ProposerFormat):
 
     def render(self, ctx: PromptContext) -> Messages:
         opening = "\n" + template("chat_open")
-        return chat_prompt(ctx, Template(template("chat_format")).substitute(search=_search(ctx), open=opening))
+        return chat_prompt(ctx, Template(template("chat_format")).substitute(search=_search(ctx), open=opening),
+                           template("chat_reply_blocks"))
 
 
 class ChatPrefill(_RewriteTarget):
@@ -123,7 +124,8 @@ class ChatPrefill(_RewriteTarget):
     stop: ClassVar[tuple[str, ...] | None] = (*REWRITE_STOP, "\n```")
 
     def render(self, ctx: PromptContext) -> Messages:
-        msgs = chat_prompt(ctx, Template(template("chat_format")).substitute(search=_search(ctx), open=""))
+        msgs = chat_prompt(ctx, Template(template("chat_format")).substitute(search=_search(ctx), open=""),
+                           template("chat_reply_blocks"))
         return [*msgs, {"role": "assistant", "content": rewrite_tail(ctx.harness.source) or PRIME}]
 
 
@@ -133,7 +135,8 @@ class ChatFunction(ProposerFormat):
     rewrite = True
 
     def render(self, ctx: PromptContext) -> Messages:
-        return chat_prompt(ctx, Template(template("chat_function")).substitute(search=_search(ctx)))
+        return chat_prompt(ctx, Template(template("chat_function")).substitute(search=_search(ctx)),
+                           template("chat_reply_function"))
 
     def decode(self, completion: str, prompt: str | Messages, *, hit_max_tokens: bool = False,
                source: str | None = None) -> str:
@@ -153,7 +156,7 @@ class ChatFile(ProposerFormat):
     rewrite = True
 
     def render(self, ctx: PromptContext) -> Messages:
-        return chat_prompt(ctx, template("chat_file"))
+        return chat_prompt(ctx, template("chat_file"), template("chat_reply_file"))
 
     def decode(self, completion: str, prompt: str | Messages, *, hit_max_tokens: bool = False,
                source: str | None = None) -> str:

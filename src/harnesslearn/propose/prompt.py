@@ -292,12 +292,13 @@ def plain_prompt(ctx: PromptContext) -> str:
     ) + "\n"
 
 
-def chat_prompt(ctx: PromptContext, answer_format: str) -> Messages:
+def chat_prompt(ctx: PromptContext, answer_format: str, reply: str) -> Messages:
     """The chat revision prompt (for instruction-tuned models): a system and a user message whose
     format section is ``answer_format`` (the words of a chat format, ``formats.py``, that ask for the
-    answer: whole edit blocks, the new ``solve``, or the complete file)."""
+    answer: whole edit blocks, the new ``solve``, or the complete file) and whose system message ends
+    with ``reply`` (the same format's one line on what the reply is)."""
     _, subs = _sections(ctx)
     return [
-        {"role": "system", "content": template("chat_system")},
+        {"role": "system", "content": Template(template("chat_system")).substitute(reply=reply)},
         {"role": "user", "content": Template(template("chat_user")).substitute(format=answer_format, **subs)},
     ]
