@@ -537,6 +537,11 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
     assert "| rg:gcd | 0 | GEPA" not in md and "rg:maze | 0 | GEPA" not in md
     assert "| rg:maze | GEPA 0.1.4 | 0.000 (1) | 0.000 (1) |" in md  # per task: every finished run
     assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000
+    # the HTML page: the plot embedded, the same tables rendered, nothing fetched from outside
+    page = (tmp_path / "out" / "summary.html").read_text()
+    assert page.count('<img src="data:image/png;base64,') == 1 and "<script" not in page
+    assert page.count("<table>") == md.count("\n|---") and "<td>GEPA 0.1.4</td>" in page
+    assert "<h2>16 proposer calls" in page and page.index("<h2>16 proposer calls") < page.index("<h2>64 proposer calls")
     with pytest.raises(SystemExit, match="a second folder at 16 proposer calls"):
         summary.main([folders[0], folders[0], "--out", str(tmp_path / "out")])
 

@@ -23,12 +23,15 @@ compute the answer in Python, have the solver write a program for ``model.python
 cell where a peer (GEPA, OpenEvolve) beats each of our systems that finished it, with what both returned harnesses
 do (issue 35: where a peer wins, say why).
 
-Writes ``OUT/summary.md`` and ``OUT/summary.png``; reads the folders only.
+Writes ``OUT/summary.md``, ``OUT/summary.png`` and ``OUT/summary.html`` (one self-contained page: the plot, then the
+tables; markdown-it-py renders them); reads the folders only.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import html
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -330,6 +333,30 @@ def plot(budgets: Sequence[tuple[int, str, dict[str, Any]]], path: Path, label: 
     plt.close(fig)
 
 
+HTML_STYLE = """body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1300px; padding: 0 1em; color: #222; }
+h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } tr:nth-child(even) td { background: #fafafa; }
+img { max-width: 100%; border: 1px solid #eee; }"""
+
+
+def html_page(md: str, png: bytes, label: str) -> str:
+    """One self-contained page (no script, no outside request): the plot, then ``summary.md`` rendered."""
+    from markdown_it import MarkdownIt
+
+    head, _, rest = md.partition("\n")
+    title = head.lstrip("# ").strip()
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(rest)
+    src = "data:image/png;base64," + base64.b64encode(png).decode()
+    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+            "style-src 'unsafe-inline'\">\n"
+            f"<title>{html.escape(title)}</title><style>{HTML_STYLE}</style></head><body>\n"
+            f"<h1>{html.escape(title)}</h1>\n<img src=\"{src}\" alt=\"{html.escape('Test J against proposer calls: ' + label)}\">\n"
+            f"{body}</body></html>\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     # benchmarks/peers/run.py's reading of a folder: the rows as its tables read them (stale rows not run)
     from run import load_rows
@@ -374,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     (a.out / "summary.md").write_text(render(budgets, per_task, label, uses, wins, proposals, dict(sorted(pairs.items())),
                                              dict(sorted(kinds.items()))))
     plot(budgets, a.out / "summary.png", label)
-    print(f"wrote {a.out / 'summary.md'} and {a.out / 'summary.png'}")
+    (a.out / "summary.html").write_text(html_page((a.out / "summary.md").read_text(),
+                                                  (a.out / "summary.png").read_bytes(), label))
+    print(f"wrote {a.out / 'summary.md'}, {a.out / 'summary.png'} and {a.out / 'summary.html'}")
     return 0
 
 
