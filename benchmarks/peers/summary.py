@@ -326,7 +326,7 @@ def plot(budgets: Sequence[tuple[int, str, dict[str, Any]]], path: Path, label: 
     ax.set_ylim(-0.05, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it hid points
-    ax.set_title(f"{textwrap.fill(label, 110)}\ntest J against proposer calls (95 % bootstrap over cells)"
+    ax.set_title(f"{textwrap.fill(label, 80)}\ntest J against proposer calls (95 % bootstrap over cells)"
                  + ("" if joined else "; not joined: the budgets' common cells differ"), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
