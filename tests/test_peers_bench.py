@@ -536,6 +536,10 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
             in md)
     assert "| rg:gcd | 0 | GEPA" not in md and "rg:maze | 0 | GEPA" not in md
     assert "| rg:maze | GEPA 0.1.4 | 0.000 (1) | 0.000 (1) |" in md  # per task: every finished run
+    # above the zoo without a zoo copy: GEPA's gcd program on seed 1, once per budget (the trained proposer's run
+    # above the zoo on seed 0 returned the zoo's loop: left out)
+    assert md.count("| rg:gcd | 1 | GEPA 0.1.4 | 1.000 | 0.500 | ") == 2 and "2 runs: computes 2." in md
+    assert "| rg:gcd | 0 | harnesslearn sequential, trained proposer | 1.000 | 0.750 |" not in md
     assert (tmp_path / "out" / "summary.png").stat().st_size > 10_000
     # the HTML page: the plot embedded, the same tables rendered, nothing fetched from outside
     page = (tmp_path / "out" / "summary.html").read_text()
@@ -544,6 +548,35 @@ def test_summary_compares_systems_on_the_cells_all_of_them_finished(tmp_path: Pa
     assert "<h2>16 proposer calls" in page and page.index("<h2>16 proposer calls") < page.index("<h2>64 proposer calls")
     with pytest.raises(SystemExit, match="a second folder at 16 proposer calls"):
         summary.main([folders[0], folders[0], "--out", str(tmp_path / "out")])
+
+
+def test_above_zoo_names_the_prompts_program_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run above its cell's best zoo harness with a harness of its own is listed with what that harness is: the
+    runtime API's program pattern (which every prompt shows) where it carries that pattern's request line, else its
+    solver use; zoo near-copies and runs at or below the zoo are left out; a pattern line the runtime API no longer
+    has stops the summary."""
+    import summary  # benchmarks/peers/summary.py
+
+    from harnesslearn.harness import runtime_api_doc
+
+    doc = runtime_api_doc()
+    block = doc[doc.index("    reply = model.generate([{\"role\": \"user\", \"content\": f\"Write a Python program"):]
+    pattern = "def solve(model, question):\n" + block[:block.index("\n\n")] + "\n    return output.strip()\n"
+    cell = ("rg:letter_counting", 0)
+
+    def run(test: float, source: str, ratio: float) -> dict[str, object]:
+        return {"test_J": test, "returned_source": source, "returned_nearest_zoo": {"name": "few_shot", "ratio": ratio}}
+
+    by_system = {"zoo": {cell: run(0.7, "", 1.0)},
+                 "hl-sequential": {cell: run(0.9, pattern, 0.3)},
+                 "gepa": {cell: run(1.0, "import re\ndef solve(model, q):\n    return str(len(re.findall('r', q)))\n", 0.2)},
+                 "hl-independent": {cell: run(0.95, "def solve(model, q):\n    return model(q)\n", 0.85)},  # a zoo copy
+                 "openevolve": {cell: run(0.7, pattern, 0.3)}}  # level with the zoo: not above
+    got = {r["system"]: r["what"] for r in summary.above_zoo(64, by_system)}
+    assert got == {"hl-sequential": "the prompt's program pattern", "gepa": "computes"}
+    monkeypatch.setattr(summary, "PATTERN_LINE", "a line no runtime API has")
+    with pytest.raises(SystemExit, match="no longer in the runtime API"):
+        summary.above_zoo(64, by_system)
 
 
 def test_partial_writes_run_off_the_loop_one_at_a_time_and_coalesce() -> None:
