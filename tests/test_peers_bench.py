@@ -572,11 +572,25 @@ def test_above_zoo_names_the_prompts_program_pattern(monkeypatch: pytest.MonkeyP
                  "gepa": {cell: run(1.0, "import re\ndef solve(model, q):\n    return str(len(re.findall('r', q)))\n", 0.2)},
                  "hl-independent": {cell: run(0.95, "def solve(model, q):\n    return model(q)\n", 0.85)},  # a zoo copy
                  "openevolve": {cell: run(0.7, pattern, 0.3)}}  # level with the zoo: not above
-    got = {r["system"]: r["what"] for r in summary.above_zoo(64, by_system)}
-    assert got == {"hl-sequential": "the prompt's program pattern", "gepa": "computes"}
+    by_system["hl-sequential~file"] = {cell: {"test_J": 0.8}}  # no source recorded: listed as such, not guessed
+    got = {r["system"]: (r["what"], r["use"]) for r in summary.above_zoo(64, by_system)}
+    assert got == {"hl-sequential": ("the prompt's program pattern", "solver_program"), "gepa": ("computes", "computes"),
+                   "hl-sequential~file": ("no source recorded", "no source recorded")}
     monkeypatch.setattr(summary, "PATTERN_LINE", "a line no runtime API has")
     with pytest.raises(SystemExit, match="no longer in the runtime API"):
         summary.above_zoo(64, by_system)
+
+
+def test_summary_page_escapes_what_the_tables_hold() -> None:
+    """summary.html renders the markdown's tables but never raw HTML from a cell (a harness name, a label): it is
+    escaped, and the page asks for nothing from outside (its CSP) and runs no script."""
+    import summary  # benchmarks/peers/summary.py
+
+    md = "# Peers <i>x</i>\n\nlabel\n\n| system | J |\n|---|---|\n| <script>alert(1)</script> <b>x</b> | 0.5 |\n"
+    page = summary.html_page(md, b"\x89PNG", 'a "label" <b>')
+    assert "<table>" in page and "<td>0.5</td>" in page
+    assert "&lt;script&gt;" in page and "&lt;b&gt;x&lt;/b&gt;" in page and "<script" not in page and "<b>" not in page
+    assert "<title>Peers &lt;i&gt;x&lt;/i&gt;" in page and "default-src 'none'" in page
 
 
 def test_partial_writes_run_off_the_loop_one_at_a_time_and_coalesce() -> None:

@@ -189,7 +189,9 @@ def pattern_line() -> str:
 
 def above_zoo(calls: int, by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> list[dict[str, Any]]:
     """Every finished run that tests above its cell's best zoo harness with a harness that is not a zoo near-copy,
-    with what that harness is: the prompt's program pattern (``pattern_line``), or else its solver use."""
+    with what that harness is: the prompt's program pattern where it carries ``pattern_line`` (whatever else it
+    does), else its solver use; and its solver use in any case. A run whose returned source was not recorded is
+    listed as such (it cannot be told from a zoo copy)."""
     zoo = by_system.get("zoo", {})
     line = pattern_line()
     out = []
@@ -201,9 +203,10 @@ def above_zoo(calls: int, by_system: Mapping[str, Mapping[tuple[str, int], Any]]
             if near.get("ratio", 0) >= COPY_RATIO:
                 continue
             source = r.get("returned_source") or ""
+            use = solver_use(source) if source else "no source recorded"
             out.append({"calls": calls, "task": cell[0], "seed": cell[1], "system": s, "J": float(r["test_J"]),
-                        "zoo_J": float(zoo[cell]["test_J"]), "near": near,
-                        "what": "the prompt's program pattern" if line in source else solver_use(source)})
+                        "zoo_J": float(zoo[cell]["test_J"]), "near": near, "use": use,
+                        "what": "the prompt's program pattern" if source and line in source else use})
     return out
 
 
@@ -330,10 +333,12 @@ def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[in
                   f"zoo file (difflib ratio below {COPY_RATIO}). What it is: the runtime API's program pattern, "
                   "which every prompt shows (its line `" + PATTERN_LINE + "` is in the harness), or "
                   f"else what it does with the solver. {len(above_runs)} run{'s' * (len(above_runs) != 1)}: {counts}.", "",
-                  "| calls | task | seed | system | test J | best zoo harness | nearest zoo file (ratio) | what it is |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| calls | task | seed | system | test J | best zoo harness | nearest zoo file (ratio) | what it is |"
+                  " what it does with the solver |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {a['calls']} | {a['task'].split('?')[0]} | {a['seed']} | {LABELS[a['system']]} | {a['J']:.3f} |"
                   f" {a['zoo_J']:.3f} | {a['near'].get('name', '-')} ({a['near'].get('ratio', 0):.2f}) | {a['what']} |"
+                  f" {a['use']} |"
                   for a in above_runs]
     if uses or wins:
         lines += ["", "## Cells where a peer beats every system of ours that finished the cell", ""]
@@ -450,10 +455,11 @@ def main(argv: list[str] | None = None) -> int:
     proposals = dict(sorted(proposals.items()))
     (a.out / "summary.md").write_text(render(budgets, per_task, label, uses, wins, proposals, dict(sorted(pairs.items())),
                                              dict(sorted(kinds.items())),
-                                             sorted(above, key=lambda r: (r["calls"], r["task"], r["seed"]))))
+                                             sorted(above, key=lambda r: (r["calls"], r["task"], r["seed"]))),
+                                      encoding="utf-8")
     plot(budgets, a.out / "summary.png", label)
-    (a.out / "summary.html").write_text(html_page((a.out / "summary.md").read_text(),
-                                                  (a.out / "summary.png").read_bytes(), label))
+    (a.out / "summary.html").write_text(html_page((a.out / "summary.md").read_text(encoding="utf-8"),
+                                                  (a.out / "summary.png").read_bytes(), label), encoding="utf-8")
     print(f"wrote {a.out / 'summary.md'}, {a.out / 'summary.png'} and {a.out / 'summary.html'}")
     return 0
 
