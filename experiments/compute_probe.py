@@ -77,12 +77,14 @@ def file_form(messages: list[dict[str, str]]) -> list[dict[str, str]]:
         raise SystemExit(f"not a revision prompt: its user message has no {head.strip()!r} section")
     blocks, file = template("chat_reply_blocks"), template("chat_reply_file")
 
-    def system(text: str) -> str:
-        return text[:-len(blocks)] + file if text.endswith(blocks) else text
+    def convert(m: dict[str, str]) -> dict[str, str]:
+        if m["role"] == "user":
+            return {"role": "user", "content": user[:user.index(head) + len(head)] + template("chat_file")}
+        if m["role"] == "system" and m["content"].endswith(blocks):
+            return {**m, "content": m["content"][:-len(blocks)] + file}
+        return m
 
-    return [{"role": "user", "content": user[:user.index(head) + len(head)] + template("chat_file")}
-            if m["role"] == "user" else {**m, "content": system(m["content"])} if m["role"] == "system" else m
-            for m in messages if m["role"] != "assistant"]
+    return [convert(m) for m in messages if m["role"] != "assistant"]
 
 
 def main(argv: list[str] | None = None) -> int:

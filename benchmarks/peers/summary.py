@@ -35,6 +35,7 @@ import argparse
 import base64
 import html
 import textwrap
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,11 @@ def cells_of(rows: Mapping[tuple[str, int, str], Mapping[str, Any]]) -> dict[str
     return out
 
 
+def zoo_copy(run: Mapping[str, Any]) -> bool:
+    """Whether a run returned a near-copy of a zoo file (its nearest zoo file within ``COPY_RATIO``)."""
+    return bool((run.get("returned_nearest_zoo") or {}).get("ratio", 0) >= COPY_RATIO)
+
+
 def budget_summary(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict[str, Any]:
     """Per system, over the cells every system has: mean test J, gain over the seed, minus the best zoo harness
     (each with its bootstrap interval over cells), and how many returned harnesses are zoo copies."""
@@ -84,7 +90,7 @@ def budget_summary(by_system: Mapping[str, Mapping[tuple[str, int], Any]]) -> di
         runs = [by_system[s][c] for c in common]
         test = [float(r["test_J"]) for r in runs]
         gain = [float(r["test_J"]) - float(r["seed_test_J"]) for r in runs]
-        copy = [(r.get("returned_nearest_zoo") or {}).get("ratio", 0) >= COPY_RATIO for r in runs]
+        copy = [zoo_copy(r) for r in runs]
         row: dict[str, Any] = {"test": bootstrap_ci(test), "gain": bootstrap_ci(gain), "copies": sum(copy),
                                "proposer_calls": sum(r["ledger"]["proposer_calls"] for r in runs) / max(1, len(runs))}
         if zoo and s != "zoo":
@@ -195,13 +201,11 @@ def above_zoo(calls: int, by_system: Mapping[str, Mapping[tuple[str, int], Any]]
     zoo = by_system.get("zoo", {})
     line = pattern_line()
     out = []
-    for s in SYSTEMS:
+    for s in (s for s in SYSTEMS if s != "zoo"):
         for cell, r in sorted(by_system.get(s, {}).items()):
-            if s == "zoo" or cell not in zoo or float(r["test_J"]) <= float(zoo[cell]["test_J"]) + 1e-9:
+            if cell not in zoo or float(r["test_J"]) <= float(zoo[cell]["test_J"]) + 1e-9 or zoo_copy(r):
                 continue
             near = r.get("returned_nearest_zoo") or {}
-            if near.get("ratio", 0) >= COPY_RATIO:
-                continue
             source = r.get("returned_source") or ""
             use = solver_use(source) if source else "no source recorded"
             out.append({"calls": calls, "task": cell[0], "seed": cell[1], "system": s, "J": float(r["test_J"]),
@@ -326,8 +330,7 @@ def render(budgets: Sequence[tuple[int, str, dict[str, Any]]], per_task: dict[in
                     cells += [f"{q['valid']} / {q['proposals']}{share}", f"{q['tokens']:.0f}", top or "-"]
                 lines.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
     if above_runs:
-        what = [a["what"] for a in above_runs]
-        counts = ", ".join(f"{w} {what.count(w)}" for w in sorted(set(what), key=lambda w: -what.count(w)))
+        counts = ", ".join(f"{w} {n}" for w, n in Counter(a["what"] for a in above_runs).most_common())
         lines += ["", "## Above the zoo without a zoo copy (every finished run)", "",
                   "Runs whose returned harness tests above the cell's best zoo harness and is not a near-copy of a "
                   f"zoo file (difflib ratio below {COPY_RATIO}). What it is: the runtime API's program pattern, "
@@ -453,13 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     uses = dict(sorted(uses.items()))
     wins.sort(key=lambda w: (w["calls"], w["task"], w["seed"], w["peer"]))
     proposals = dict(sorted(proposals.items()))
-    (a.out / "summary.md").write_text(render(budgets, per_task, label, uses, wins, proposals, dict(sorted(pairs.items())),
-                                             dict(sorted(kinds.items())),
-                                             sorted(above, key=lambda r: (r["calls"], r["task"], r["seed"]))),
-                                      encoding="utf-8")
+    md = render(budgets, per_task, label, uses, wins, proposals, dict(sorted(pairs.items())),
+                dict(sorted(kinds.items())), sorted(above, key=lambda r: (r["calls"], r["task"], r["seed"])))
+    (a.out / "summary.md").write_text(md, encoding="utf-8")
     plot(budgets, a.out / "summary.png", label)
-    (a.out / "summary.html").write_text(html_page((a.out / "summary.md").read_text(encoding="utf-8"),
-                                                  (a.out / "summary.png").read_bytes(), label), encoding="utf-8")
+    (a.out / "summary.html").write_text(html_page(md, (a.out / "summary.png").read_bytes(), label), encoding="utf-8")
     print(f"wrote {a.out / 'summary.md'}, {a.out / 'summary.png'} and {a.out / 'summary.html'}")
     return 0
 
