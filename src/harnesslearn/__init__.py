@@ -4,6 +4,7 @@ Public API (internals may move; import from here)::
 
     from harnesslearn import load_harness, apply_proposal, load_task, load_model, evaluate, build_executor
     from harnesslearn import AdaptSettings, Store
+    from harnesslearn import KnownSource, known_sources, provenance  # what a proposer is shown; revise or paste?
     from harnesslearn.adapt import adapt  # (the module and the function share the name)
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "EditResult",
     "Harness",
     "InfraError",
+    "KnownSource",
     "Reason",
     "Store",
     "UserError",
@@ -31,10 +33,12 @@ __all__ = [
     "check_source",
     "evaluate",
     "harness_id",
+    "known_sources",
     "load_harness",
     "load_model",
     "load_task",
     "parse_blocks",
+    "provenance",
     "runtime_api_doc",
 ]
 
@@ -43,12 +47,14 @@ if TYPE_CHECKING:
     from harnesslearn.models import load_model
     from harnesslearn.sandbox import build_executor
     from harnesslearn.settings.adapt import AdaptSettings
+    from harnesslearn.sources import KnownSource, known_sources, provenance
     from harnesslearn.store import Store
     from harnesslearn.tasks import load_task
 
 _LAZY = {  # name -> module: imported on first use, so `import harnesslearn` stays light
     "load_task": "harnesslearn.tasks", "load_model": "harnesslearn.models", "evaluate": "harnesslearn.evaluation",
     "AdaptSettings": "harnesslearn.settings.adapt", "Store": "harnesslearn.store", "build_executor": "harnesslearn.sandbox",
+    "KnownSource": "harnesslearn.sources", "known_sources": "harnesslearn.sources", "provenance": "harnesslearn.sources",
 }
 
 

@@ -119,6 +119,9 @@ class AdaptResult:
     # the best harness's nearest zoo file by difflib ratio (and the seed's, for reference), when a revision won:
     # a ratio >= zoo.NEAR_COPY means the "improvement" is a zoo harness written back, not a new program
     best_nearest_zoo: dict[str, Any] | None = None
+    # every proposal's nearest known source (sources.py: the zoo, the runtime API's patterns, the prompts' example)
+    # and how many valid ones are copies (ratio >= sources.COPY): a proposer that revises, or one that pastes
+    provenance: dict[str, Any] | None = None
     memory_shown: list[str] = field(default_factory=list)  # ids of the memory entries the proposer saw
     memory_added: str | None = None  # the id of this run's entry, when its best beat the seed
     memory_error: str | None = None  # why adding that entry failed (disk full, ...): the run itself is done
@@ -129,7 +132,7 @@ class AdaptResult:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("oracle", "compare", "zoo", "best_nearest_zoo", "memory_error", "stopped"):
+        for key in ("oracle", "compare", "zoo", "best_nearest_zoo", "provenance", "memory_error", "stopped"):
             if out[key] is None:
                 del out[key]
         out["wall_s"] = round(self.wall_s, 3)
@@ -441,6 +444,7 @@ async def _finish(loop: Loop, seed_h: Harness, best: Harness, summary: list[Roun
         proposer_calls=loop.proposer_calls, invalid_reasons=reasons, rounds=summary,
         lineage=[h.id for h in loop.store.lineage(best.id)], oracle=oracle, wall_s=time.perf_counter() - t0,
         proposer_format=loop.fmt.name, stopped=loop.stopped, best_nearest_zoo=nearest_zoo(best, seed_h),
+        provenance=provenance_of(loop.store, props, best, seed_h, loop.settings.proposer.prompt_dir),
     )
     rows = spend.per_round(loop.store, loop.run_id, loop.solver_spec, loop.proposer.spec)
     result.spend = {**spend.totals(rows), "per_round": rows}
@@ -463,6 +467,26 @@ def nearest_zoo(best: Harness, seed_h: Harness) -> dict[str, Any] | None:
         return None
     rec = zoo.near(best.source)
     return {**rec, "near_copy": rec["ratio"] >= zoo.NEAR_COPY, "seed_ratio": zoo.near(seed_h.source)["ratio"]}
+
+
+def provenance_of(store: Store, props: Sequence[Any], best: Harness, seed_h: Harness,
+                  prompt_dir: str | None = None) -> dict[str, Any]:
+    """Each proposal's nearest known source (``sources.provenance`` of its candidate harness; an invalid proposal
+    has none), the counts of valid proposals, of those that are copies and of distinct valid harnesses, and the
+    best harness's provenance (None when the seed was kept). ``prompt_dir``: the run's ``--prompt-dir``."""
+    from harnesslearn import sources
+
+    pool = sources.known_sources(prompt_dir)
+    rows: list[dict[str, Any]] = []
+    for p in props:
+        rec: dict[str, Any] = {"nearest": None, "ratio": None, "contained": None, "copy": False}
+        if p.valid and p.harness_id is not None:
+            rec = sources.provenance(store.harness_source(p.harness_id), sources=pool)
+        rows.append({"round": p.round, "index": p.idx, "valid": bool(p.valid), **rec})
+    valid = [p for p in props if p.valid and p.harness_id is not None]
+    return {"copy_ratio": sources.COPY, "proposals": rows, "valid": len(valid),
+            "copies": sum(r["copy"] for r in rows if r["valid"]), "distinct_valid": len({p.harness_id for p in valid}),
+            "winner": None if best.id == seed_h.id else sources.provenance(best.source, sources=pool)}
 
 
 async def zoo_baselines(loop: Loop) -> list[dict[str, Any]]:

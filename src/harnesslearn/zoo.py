@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -87,17 +87,29 @@ def nearest(source_text: str) -> tuple[str, float]:
     in for a task (``build``) is compared as the template's empty one, so ``few_shot`` built for any task is a
     copy of its file (ratio 1), as every other zoo harness is. Remembered per text (the zoo's files do not change
     while a process runs): a GRPO rollout log repeats a revision often (3,824 valid candidates, 1,408 distinct
-    after stretch 9), and the ratios are most of the report's time."""
+    after stretch 9), and the ratios are most of the report's time. ``sources.nearest`` compares with every
+    program a proposer is shown (the zoo, the runtime API's patterns, the prompts' example)."""
+    return closest(source_text, ((name, source(name)) for name in ENTRIES))
+
+
+def unfill(text: str) -> str:
+    """``text`` with a filled few-shot ``EXAMPLES`` list put back to the zoo template's empty one (``build`` fills
+    it per task): ``few_shot`` built for any task then compares as its file."""
+    empty = re.search(r"^EXAMPLES = \[\].*$", source("few_shot"), re.MULTILINE)
+    return FILLED_EXAMPLES.sub(lambda _: empty.group(0), text) if empty is not None else text
+
+
+def closest(text: str, candidates: Iterable[tuple[str, str]]) -> tuple[str, float]:
+    """The ``(name, source)`` of ``candidates`` most similar to ``text`` by difflib ratio (autojunk off), and
+    that ratio: the first on ties, ``("", 0.0)`` when none shares a character. A filled few-shot ``EXAMPLES``
+    list in ``text`` is compared as the zoo template's empty one (see :func:`nearest`)."""
     import difflib
 
-    empty = re.search(r"^EXAMPLES = \[\].*$", source("few_shot"), re.MULTILINE)
-    if empty is not None:
-        line = empty.group(0)
-        source_text = FILLED_EXAMPLES.sub(lambda _: line, source_text)
+    text = unfill(text)
     best = ("", 0.0)
-    for name in ENTRIES:
-        sm = difflib.SequenceMatcher(None, source_text, source(name), autojunk=False)
-        # the quick ratios bound ratio() from above: a file that cannot beat the best so far is skipped (exact)
+    for name, src in candidates:
+        sm = difflib.SequenceMatcher(None, text, src, autojunk=False)
+        # the quick ratios bound ratio() from above: a source that cannot beat the best so far is skipped (exact)
         if best[0] and (sm.real_quick_ratio() <= best[1] or sm.quick_ratio() <= best[1]):
             continue
         ratio = sm.ratio()
