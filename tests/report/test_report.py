@@ -186,6 +186,12 @@ def test_cli_json(full: tuple[Path, dict[str, str], str]) -> None:
     out = json.loads(p.stdout)
     assert out["report"] == str(d / "report.html")
     assert sorted(Path(x).name for x in out["plots"]) == sorted(f.name for f in (d / "plots").glob("*.png"))
+    # the failure taxonomy the report shows, as data: the seed's test runs on chain_sum (two extraction failures)
+    # and basic_arithmetic (a harness error), as in the page
+    (run,) = out["taxonomy"].values()
+    assert run["seed_test"]["chain_sum"] == {"extraction": 2}
+    assert run["seed_test"]["basic_arithmetic"] == {"harness_error": 1}
+    assert set(run) == {"seed_test", "best_test", "all"}
 
 
 def test_series_per_round(full: tuple[Path, dict[str, str], str]) -> None:

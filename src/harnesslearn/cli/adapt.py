@@ -161,7 +161,8 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Write RUN_DIR/report.html (self-contained) and RUN_DIR/plots/*.png; print the path."""
-    from harnesslearn.report import render_report
+    from harnesslearn.report import failure_taxonomy, render_report
 
     r = render_report(run_dir)
-    emit({"report": str(r.path), "plots": [str(p) for p in r.plots]}, as_json, str(r.path))
+    emit({"report": str(r.path), "plots": [str(p) for p in r.plots], "taxonomy": failure_taxonomy(run_dir)}, as_json,
+         str(r.path))

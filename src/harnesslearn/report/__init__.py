@@ -19,11 +19,12 @@ from pathlib import Path
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_bytes, atomic_write_text
 from harnesslearn.report import plots, sections
-from harnesslearn.report.data import RunView, open_store, reward_series
+from harnesslearn.report.data import RunView, open_store, reward_series, taxonomy_groups
 from harnesslearn.report.render import esc, img, page, table, td
 from harnesslearn.store import Store
+from harnesslearn.taxonomy import rollup
 
-__all__ = ["Report", "render_report", "write_report"]
+__all__ = ["Report", "failure_taxonomy", "render_report", "write_report"]
 
 REPORT_NAME = "report.html"
 PLOTS_DIR = "plots"
@@ -65,6 +66,20 @@ def render_report(run_dir: str | Path) -> Report:
     except OSError as e:
         raise UserError(f"cannot write the report into {d}: {e.strerror or e}") from None
     return out
+
+
+def failure_taxonomy(run_dir: str | Path) -> dict[str, dict[str, dict[str, dict[str, int]]]]:
+    """The failure taxonomy of a run directory (``taxonomy.classify``: reasoning, extraction, communication,
+    timeout_or_budget, harness_error), as the report shows it: run -> ``seed_test`` | ``best_test`` | ``all`` ->
+    family -> failure kind -> count. A missing or non-run directory is a UserError."""
+    store = open_store(run_dir)
+    try:
+        return {v.id: {key: {fam: {k: n for k, n in c.items() if n}
+                             for fam, c in sorted(rollup((r.family, r.taxonomy) for r in recs).items())}
+                       for key, _, recs in taxonomy_groups(v)}
+                for v in (RunView.load(store, run) for run in store.runs())}
+    finally:
+        store.close()
 
 
 def _slug(text: str) -> str:

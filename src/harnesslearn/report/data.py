@@ -221,6 +221,19 @@ class RunView:
         return rows
 
 
+def taxonomy_groups(view: RunView) -> list[tuple[str, str, list[Any]]]:
+    """The problem records the failure taxonomy is counted over, as ``(key, title, records)``: the seed's and the
+    best harness's test runs (the best only when it is not the seed), and every evaluation of the run."""
+    groups: list[tuple[str, str, list[Any]]] = []
+    for who, hid in (("seed", view.seed_id), ("best", view.best_id)):
+        ev = view.evaluation_of(hid, "test")
+        if ev is not None and not (who == "best" and hid == view.seed_id):
+            groups.append((f"{who}_test", f"{who} harness, test split", view.store.problem_records(ev.id)))
+    groups.append(("all", "all evaluations of this run (every split)",
+                   [r for e in view.evaluations for r in view.store.problem_records(e.id)]))
+    return groups
+
+
 def reward_series(store: Store) -> dict[str, dict[str, list[Point]]]:
     """Training rewards per training run id: each component's mean per step."""
     out: dict[str, dict[str, list[Point]]] = {}

@@ -11,9 +11,8 @@ import json
 from collections import defaultdict
 
 from harnesslearn.errors import UserError
-from harnesslearn.report.data import RunView
+from harnesslearn.report.data import RunView, taxonomy_groups
 from harnesslearn.report.render import clip, diff_html, esc, fmt_num, status_cell, table, td
-from harnesslearn.store import ProblemRow
 from harnesslearn.taxonomy import FailureKind, find_answer_tables, rollup
 
 MAX_RAW = 4000  # characters of a proposer completion shown in a proposal's <details>
@@ -191,14 +190,7 @@ def taxonomy(view: RunView) -> str:
     and over every evaluation of the run."""
     kinds = [k.value for k in FailureKind]
     parts = []
-    groups: list[tuple[str, list[ProblemRow]]] = []
-    for who, hid in (("seed", view.seed_id), ("best", view.best_id)):
-        ev = view.evaluation_of(hid, "test")
-        if ev is not None and not (who == "best" and hid == view.seed_id):
-            groups.append((f"{who} harness, test split", view.store.problem_records(ev.id)))
-    all_rows = [r for e in view.evaluations for r in view.store.problem_records(e.id)]
-    groups.append(("all evaluations of this run (every split)", all_rows))
-    for title, recs in groups:
+    for _, title, recs in taxonomy_groups(view):
         counts = rollup((r.family, r.taxonomy) for r in recs)
         totals: dict[str, int] = defaultdict(int)
         for r in recs:
