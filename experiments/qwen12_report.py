@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import exp_stats as st
+import revision
 
 ARMS = ["seed", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem", "zoo"]
 LABEL = {"seed": "minimal seed (no revision)", "base": "base proposer (untrained 1.5B)", "sft": "SFT proposer",
@@ -762,7 +763,10 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     ret, out = Path(a.ret), Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = read_jsonl(ret / "eval_rows.jsonl")
+    all_rows = read_jsonl(ret / "eval_rows.jsonl")
+    # the transfer table: one revision of the minimal seed on the table's splits (the rules arm and the revisions of
+    # the zoo pick have their own sections: revision.py)
+    rows = [r for r in revision.select(all_rows) if r["arm"] != "rules"]
     grpo = _load(ret, "grpo.json")
     tr = transfer(rows)
     ship = ship_verdict(tr)
@@ -791,6 +795,7 @@ def main(argv: list[str] | None = None) -> None:
     md += anatomy_md(reward_anatomy(groups))
     md += musique_sections(read_jsonl(ret / "musique_rows.jsonl"))
     md += failed_sections(_load(ret, "status.json") or {})
+    md += revision.report(all_rows, "small-model result")[0]
     md += [*verdict_md(ship), *transfer_md(tr)] if rows else [
         "No transfer table yet: the eval stage has not run on these files.", ""]
     md += [f"![{m}]({m})" for m in made]

@@ -134,7 +134,12 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
     assert state["updates"] == 1 and (ret / "grpo" / "state" / "adapter" / "adapter_model.safetensors").is_file()
     assert len((ret / "grpo" / "state" / "updates.jsonl").read_text().splitlines()) == 1
     rows = [json.loads(line) for line in (ret / "eval_rows.jsonl").read_text().splitlines()]
-    assert sorted(r["arm"] for r in rows) == ["base", "base_mem", "rl", "rl_mem", "sft", "zoo"]
+    assert sorted(r["arm"] for r in rows) == ["base", "base_mem", "rl", "rl_mem", "rules", "sft", "zoo"]
+    rules = next(r for r in rows if r["arm"] == "rules")  # every known source on both splits: the fixed rules
+    assert {"zoo:interpreter_loop", "api:1", "api:2"} <= set(rules["sources"])
+    assert rules["sources"]["zoo:interpreter_loop"]["test_J"] == 1.0  # the smoke solver answers code with code
+    assert all(len(v["test_scores"]) == 2 for v in rules["sources"].values())
+    rows = [r for r in rows if r["arm"] != "rules"]
     for r in rows:  # the memory arms were shown entries of the shipped (paper-train) memory, the others none
         assert bool(r.get("memory_shown")) == r["arm"].endswith("_mem"), r
         assert all(not e.endswith(":rg:gcd") for e in r.get("memory_shown", []))
@@ -160,9 +165,10 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
     for r in mq.values():
         assert r["n_test"] == 4 and r["rounds"] == 2 and set(r["picks"]) == {"seed", "sequential", "independent", "oracle"}
         assert r["sequential_calls"]["proposer"] == r["independent_calls"]["proposer"] == 2
+        assert r["oracle_calls"]["proposer"] == 3 and len(r["sequential_trace"]) == 2 and r["task"] == "musique"
         for pick in ("seed", "sequential", "independent", "oracle"):
             assert {"em", "f1"} <= r[pick].keys() and r[pick]["f1"]["lo"] <= r[pick]["f1"]["mean"] <= r[pick]["f1"]["hi"]
-        assert r["oracle"]["em"]["mean"] >= r["independent"]["em"]["mean"]  # picked on test: an upper bound
+        assert r["oracle"]["f1"]["mean"] >= r["independent"]["f1"]["mean"]  # picked on test F1: an upper bound
         # set against the best zoo harness for question answering (picked on the score split), paired
         assert r["zoo_pick"]["name"] in ("retrieve_read", "iterative_search") and {"em", "f1"} <= r["zoo"].keys()
         diff = r["sequential"]["f1"]["mean"] - r["zoo"]["f1"]["mean"]
@@ -183,8 +189,22 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
         assert p.returncode == 0, p.stderr[-3000:]
         return json.loads(p.stdout), p.stderr
 
-    _, err = again("--stages", "eval", "--eval.families", "gcd")  # the smoke's family: every row it asks for is there
+    small = ("--eval.k", "1", "--eval.splits.n-feedback", "2", "--eval.splits.n-score", "2", "--eval.splits.n-test", "2")
+    _, err = again("--stages", "eval", "--eval.families", "gcd", *small)  # the smoke's family and splits: every row
+    # it asks for is there (a row is keyed by its arm, family, splits, problem seed, parent and rounds)
     assert "eval: done earlier, skipped" in err
+    # revising the zoo pick: the parent is the family's best zoo harness, two sequential rounds; new rows beside the
+    # old ones, each with its parent, the rounds' trace and every proposal's nearest known source
+    again("--stages", "eval", "--eval.families", "gcd", "--eval.parent", "zoo", "--eval.rounds", "2",
+          "--eval.arms", "base,rl", "--force", *small)
+    rows = [json.loads(line) for line in (ret / "eval_rows.jsonl").read_text().splitlines()]
+    zp = [r for r in rows if r.get("parent") == "zoo"]
+    assert sorted(r["arm"] for r in zp) == ["base", "rl"] and len(rows) == 9
+    for r in zp:
+        assert r["parent_name"] == "zoo:interpreter_loop" and r["parent_test_J"] == 1.0 and r["rounds"] == 2
+        assert [t["round"] for t in r["round_trace"]] == [1, 2] and r["proposals"] == 2
+        assert all(("nearest" in c) == c["valid"] for c in r["candidates"])
+        assert r["picked"] == "parent" or r["score_J"] > r["parent_score_J"]
     status, _ = again("--stages", "sftdata", "--force", "--sftdata.contexts", "3", "--sftdata.minutes", "0.0001")
     s = status["sftdata"]
     assert s["state"] == "partial" and s["finished"] == 0 and s["cancelled"] + s["not_started"] == 3, s
@@ -556,7 +576,7 @@ def test_restore_new_chain_keeps_only_the_sft_data_and_grpo_needs_an_sft_adapter
 def test_a_done_row_stage_still_runs_the_rows_its_arms_ask_for_and_are_missing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Stretch 11 asked a done eval for three more arms and got 'done earlier, skipped' (a device call lost): eval and
-    musique resume by rows, so a done one is skipped only when every (arm, family) row (musique: arm) it is asked
+    musique resume by rows, so a done one is skipped only when every (arm, family) row (musique: arm, task) it is asked
     for is there; other stages stay skipped once done."""
     from harnesslearn.settings.load import load
     from harnesslearn.transfer import musique, pipeline, stages
@@ -577,9 +597,12 @@ def test_a_done_row_stage_still_runs_the_rows_its_arms_ask_for_and_are_missing(
     ret = tmp_path / "w" / "ret"
     ret.mkdir(parents=True)
     (ret / "status.json").write_text(json.dumps({n: {"state": "done"} for n in ("sft", "eval", "musique")}))
-    (ret / "eval_rows.jsonl").write_text("".join(json.dumps({"arm": a, "family": f}) + "\n"
+    e = TransferSettings().eval  # a row is keyed by its splits and problem seed too (and a proposer row's parent and
+    # rounds: the minimal seed and one round when it has none, as rows before them)
+    (ret / "eval_rows.jsonl").write_text("".join(json.dumps({"arm": a, "family": f, "n_score": e.splits.n_score,
+                                                             "eval_seed": e.seed}) + "\n"
                                                   for a in ("zoo", "base", "rl") for f in ("gcd", "bf")))
-    (ret / "musique_rows.jsonl").write_text(json.dumps({"arm": "base"}) + "\n")
+    (ret / "musique_rows.jsonl").write_text(json.dumps(musique.key_fields(TransferSettings(), "base", "musique")) + "\n")
 
     def run(*over: str) -> None:
         pipeline.run(load(TransferSettings, overrides=[f"work={tmp_path / 'w'}", "model=m", "eval.families=gcd,bf",

@@ -2,7 +2,7 @@
 
 Specs (DESIGN.md): ``rg:FAMILY[?key=value&...]`` (``strict=1`` is ours; every other key goes to
 the family's generator config), ``musique:PATH``, ``hotpotqa:PATH``, ``2wiki:PATH`` (``?metric=
-em|f1``, ``?corpus=PATH``), ``jsonl:PATH?scorer=exact|f1|numeric|FILE.py:FUNCTION``. A relative QA path that is
+em|f1``, ``?corpus=PATH``, ``?select=PATH``: feedback and score from that file), ``jsonl:PATH?scorer=exact|f1|numeric|FILE.py:FUNCTION``. A relative QA path that is
 not found is also looked up in the shared QA data folder (``qa_data_dir()``).
 
 The registry (``TASK_KINDS``) maps a spec prefix to a loader; ``register_task_kind`` adds one.
@@ -111,8 +111,9 @@ def _qa_loader(kind: str) -> Loader:
 
         metric = _take_str(options, "metric", "em") or "em"
         corpus = _take_str(options, "corpus", None)
-        _no_more(options, spec, ["metric", "corpus"])
-        return QATask(kind, rest, metric=metric, corpus=corpus, spec=spec, split_sizes=sizes)
+        select = _take_str(options, "select", None)
+        _no_more(options, spec, ["metric", "corpus", "select"])
+        return QATask(kind, rest, metric=metric, corpus=corpus, spec=spec, split_sizes=sizes, select=select)
 
     return load
 
@@ -130,15 +131,15 @@ register_task_kind(
     "a Reasoning Gym family; keys go to its generator config; strict=1 counts only full scores",
 )
 register_task_kind(
-    "musique", _qa_loader("musique"), "musique:PATH[?metric=em|f1&corpus=PATH]",
+    "musique", _qa_loader("musique"), "musique:PATH[?metric=em|f1&corpus=PATH&select=PATH]",
     "MuSiQue multi-hop QA (JSON/JSONL); search over the question's paragraphs or a corpus",
 )
 register_task_kind(
-    "hotpotqa", _qa_loader("hotpotqa"), "hotpotqa:PATH[?metric=em|f1&corpus=PATH]",
+    "hotpotqa", _qa_loader("hotpotqa"), "hotpotqa:PATH[?metric=em|f1&corpus=PATH&select=PATH]",
     "HotpotQA multi-hop QA (JSON/JSONL); search over the question's paragraphs or a corpus",
 )
 register_task_kind(
-    "2wiki", _qa_loader("2wiki"), "2wiki:PATH[?metric=em|f1&corpus=PATH]",
+    "2wiki", _qa_loader("2wiki"), "2wiki:PATH[?metric=em|f1&corpus=PATH&select=PATH]",
     "2WikiMultihopQA (JSON/JSONL); search over the question's paragraphs or a corpus",
 )
 register_task_kind(

@@ -17,24 +17,35 @@ differ. ``Score.value`` is EM unless ``metric=f1``; details always hold both.
 Order and splits: ``candidates(seed)`` is the file's problems shuffled by ``Random(seed)``; the
 split of a problem depends only on the dataset name and the question id, so the same question
 is in the same split whichever file or seed it comes from.
+
+Two files (``select=PATH``, built in code: ``QATask(..., select=PATH)``): the test split is every
+question of the main file, the feedback and score splits come from the ``select`` file (a question
+of it is in feedback when its id hash is below ``SELECT_SIZES.feedback``, else in score: 16 and 134
+of the 150 shared MuSiQue train questions); each split is its questions shuffled by ``Random(seed)``.
+The two files must share no id and no question. With a corpus for the main file, the select file's
+questions search the deduplicated union of the select file's paragraphs (the same construction as
+the shared dev corpus), else each question its own paragraphs.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from harnesslearn.errors import UserError
-from harnesslearn.tasks.base import FileTask, Problem, Score, SplitSizes, check_question
+from harnesslearn.tasks.base import SPLITS, FileTask, Problem, Score, SplitSizes, check_question, split_of
 from harnesslearn.tasks.files import read_records, resolve_path
 from harnesslearn.tasks.textmatch import best_em_f1
 
 QA_KINDS = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wiki": "2WikiMultihopQA"}
 METRICS = ("em", "f1")
 _EXTRA_FIELDS = ("hops", "type", "level")
+# the split of a ``select`` file's question (by its id hash): feedback below 0.1, else score; never test
+SELECT_SIZES = SplitSizes(feedback=0.1, score=0.9, test=0.0)
 
 
 def qa_data_dir() -> Path | None:
@@ -155,6 +166,7 @@ class QATask(FileTask):
         corpus: str | None = None,
         spec: str | None = None,
         split_sizes: SplitSizes | None = None,
+        select: str | None = None,
     ) -> None:
         if kind not in QA_KINDS:
             raise UserError(f"unknown QA dataset {kind!r}; choose one of {', '.join(QA_KINDS)}")
@@ -183,9 +195,47 @@ class QATask(FileTask):
             if bare is not None:
                 raise UserError(f"{kind}: question {bare.id!r} of {self.path.name} has no paragraphs to search; give "
                                 f"them in the file or a corpus ({self.spec.split('?')[0]}?corpus=FILE.jsonl)")
+        self.select_path = resolve_path(select, what=f"{kind} select file", search_dirs=dirs) if select else None
+        self._select: tuple[Problem, ...] = ()
+        self._select_corpus: list[dict[str, str]] | None = None
+        if self.select_path is not None:
+            self._select = load_qa_file(kind, self.select_path)
+            self._check_disjoint()
+            if self._corpus is not None:
+                self._select_corpus = union_corpus(self._select)
+            bare = next((p for p in self._select if not any(_indexable(d) for d in p.metadata["paragraphs"])), None)
+            if bare is not None:
+                raise UserError(f"{kind}: question {bare.id!r} of {self.select_path.name} has no paragraphs to search")
+        self._select_ids = frozenset(p.id for p in self._select)
+
+    def _check_disjoint(self) -> None:
+        assert self.select_path is not None
+        ids = {p.id for p in self._problems} & {p.id for p in self._select}
+        questions = {p.question for p in self._problems} & {p.question for p in self._select}
+        if ids or questions:
+            what = f"id {sorted(ids)[0]!r}" if ids else f"question {sorted(questions)[0]!r}"
+            raise UserError(f"{self.name}: {self.path.name} and the select file {self.select_path.name} share "
+                            f"{len(ids) or len(questions)} question(s) ({what}): the test split must be disjoint "
+                            "from the feedback and score splits")
 
     def __len__(self) -> int:
-        return len(self._problems)
+        return len(self._problems) + len(self._select)
+
+    def problems(self, split: str, n: int, seed: int = 0) -> list[Problem]:
+        """Without a select file, the first ``n`` problems of ``split`` (``Task.problems``). With one: the
+        test split is the main file's questions, feedback and score the select file's (``SELECT_SIZES`` by
+        id hash), each shuffled by ``Random(seed)``, the first ``n`` of it."""
+        if self.select_path is None:
+            return super().problems(split, n, seed)
+        if split not in SPLITS:
+            raise UserError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+        pool = (list(self._problems) if split == "test" else
+                [p for p in self._select if split_of(self.name, p.id, SELECT_SIZES) == split])
+        random.Random(seed).shuffle(pool)
+        out = pool[:max(n, 0)]
+        for p in out:
+            check_question(self.spec, p.id, p.question)
+        return out
 
     @property
     def description(self) -> str:
@@ -193,10 +243,16 @@ class QATask(FileTask):
             f"a corpus of {len(self._corpus)} passages" if self._corpus is not None
             else "the paragraphs that come with the question (supporting ones mixed with distractors)"
         )
+        if self._select_corpus is not None:
+            where = (f"a corpus of the passages of the question's file ({len(self._corpus or [])} or "
+                     f"{len(self._select_corpus)} passages)")
+        files = f"{len(self._problems)} questions from {self.path.name}"
+        if self.select_path is not None:
+            files += f" and {len(self._select)} from {self.select_path.name}"
         score = "token F1" if self.metric == "f1" else "exact match"
         return (
-            f"Multi-hop question answering ({QA_KINDS[self.name]}, {len(self._problems)} questions "
-            f"from {self.path.name}). Each question needs facts from several passages. "
+            f"Multi-hop question answering ({QA_KINDS[self.name]}, {files}). "
+            "Each question needs facts from several passages. "
             f"model.search(query, k) retrieves passages from {where} by BM25. "
             f"The answer is a short span (a name, date, number or yes/no), scored by {score} against "
             "the gold answer and its aliases after lower-casing and removing punctuation and articles."
@@ -212,6 +268,18 @@ class QATask(FileTask):
     def search_documents(self, problem: Problem) -> list[dict[str, str]] | None:
         """The corpus (when ``corpus=`` was given; the same list object every time, so an index
         over it can be reused) or the problem's own paragraphs."""
-        if self._corpus is not None:
+        if problem.id in self._select_ids and self._select_corpus is not None:
+            return self._select_corpus
+        if self._corpus is not None and problem.id not in self._select_ids:
             return self._corpus
         return [{"title": p["title"], "text": p["text"]} for p in problem.metadata.get("paragraphs", [])]
+
+
+def union_corpus(problems: tuple[Problem, ...]) -> list[dict[str, str]]:
+    """The deduplicated union of the problems' paragraphs (by title and text, in file order): the shape
+    of the shared ``musique_dev200_corpus.jsonl``, built for another file of questions."""
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for p in problems:
+        for d in p.metadata.get("paragraphs", []):
+            seen.setdefault((d["title"], d["text"]), {"title": d["title"], "text": d["text"]})
+    return list(seen.values())

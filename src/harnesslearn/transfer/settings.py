@@ -24,10 +24,12 @@ from harnesslearn.tasks.families import family_set
 from harnesslearn.training.config import Colocate, GRPOSettings, TrainerSettings
 
 Stage = Literal["sftdata", "sft", "grpo", "eval", "musique"]
-Arm = Literal["zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem"]  # X_mem: X's proposer shown the memory
+# X_mem: X's proposer shown the memory; rules: every known source (zoo files, the prompts' programs) and the parent
+# evaluated on the score and test splits, for the fixed-rule rows ("submit S; keep it if it beats the parent")
+Arm = Literal["zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem", "rules"]
 STAGES: tuple[Stage, ...] = ("sftdata", "sft", "grpo", "eval", "musique")
 ProposerArm = Literal["base", "sft", "rl"]
-ARMS: tuple[Arm, ...] = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem")
+ARMS: tuple[Arm, ...] = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem", "rules")
 
 
 class SFTDataStage(Settings):
@@ -77,7 +79,8 @@ class GRPOStage(Settings):
 
 
 class EvalStage(Settings):
-    """eval: one revision of the minimal seed per unseen family by each proposer arm, and the zoo."""
+    """eval: per unseen family and proposer arm, ``rounds`` rounds of K proposals from the parent (the minimal
+    seed, or the family's best zoo harness by score split), and the zoo and the fixed rules beside them."""
 
     minutes: float = setting(8.0, None, "Deadline of the stage, minutes.", lo=0.0)
     arms: tuple[Arm, ...] = setting(("zoo", "base", "sft", "rl", "base_mem", "rl_mem"), None,
@@ -90,22 +93,49 @@ class EvalStage(Settings):
     splits: Splits = setting(Splits(n_feedback=4, n_score=6, n_test=12), None, "Splits per family (selection on "
                              "score, reported on test).")
     memory_k: int = setting(2, None, "Memory entries shown to the proposer of a memory arm.", lo=1, hi=20)
+    parent: Literal["seed", "zoo"] = setting("seed", None, "The harness each arm revises: seed (the minimal seed) "
+                                             "or zoo (the family's best zoo harness by score-split J).")
+    rounds: int = setting(1, None, "Rounds of K proposals: 1 is one revision (the best of K independent "
+                          "proposals); more are sequential rounds, each revising the current best.", lo=1, hi=100)
 
 
 class MusiqueStage(Settings):
-    """musique: per proposer arm, ``rounds`` sequential rounds of one proposal each against the best of as many
-    independent proposals from the seed (picked on the score split) and the oracle best of those (picked on
-    the test split: an upper bound, not a method), at the same proposer calls; EM and F1 on the test split."""
+    """musique: per proposer arm (and per task: MuSiQue, then each of ``rg_families``), from the seed harness,
+    ``rounds`` sequential rounds of one proposal each against the best of ``rounds`` independent proposals
+    (picked on the score split: the same proposer calls) and the oracle best of ``oracle_n`` independent
+    proposals (picked on the TEST split: an upper bound, not a method); MuSiQue EM and F1 on the test split,
+    selection on ``metric``."""
 
     minutes: float = setting(10.0, None, "Deadline of the stage, minutes.", lo=0.0)
-    data: str = setting("", None, "Folder holding musique_dev_with_paragraphs.jsonl and musique_dev200_corpus.jsonl "
-                        "(empty: $HARNESSLEARN_QA_DATA, else the first shared/data/qa above the current folder).")
+    data: str = setting("", None, "Folder holding musique_dev_with_paragraphs.jsonl, musique_dev200_corpus.jsonl and "
+                        "musique_train_with_paragraphs.jsonl (empty: $HARNESSLEARN_QA_DATA, else the first "
+                        "shared/data/qa above the current folder).")
     arms: tuple[ProposerArm, ...] = setting(("base", "sft", "rl"), None, "Proposer arms (an arm whose adapter is "
                                             "missing is left out).")
-    rounds: int = setting(10, None, "Sequential rounds (one proposal each) = independent proposals.", lo=1, hi=1_000)
+    rounds: int = setting(10, None, "Sequential rounds (one proposal each) = the independent proposals of the "
+                          "best-of-rounds pick (the paper: 10).", lo=1, hi=1_000)
+    oracle_n: int = setting(80, None, "Independent proposals of the oracle best-of-N, picked on the TEST split (an "
+                            "upper bound; the paper: 80); its first `rounds` give the best-of-rounds pick. At least "
+                            "rounds.", lo=1, hi=1_000)
     seed: int = setting(1234, None, "Problem seed of the stage.", lo=0, hi=2**31 - 1)
-    splits: Splits = setting(Splits(n_feedback=8, n_score=32, n_test=99), None, "Splits (the file's 200 questions: "
-                             "37 feedback, 64 score, 99 test).")
+    seed_harness: str = setting("zoo:iterative_search", None, "The MuSiQue seed harness, as adapt --seed-harness "
+                                "takes it (zoo:NAME, style:NAME, a shipped seed or a .py file); the paper starts "
+                                "from a multi-hop retrieval pipeline.")
+    metric: Literal["f1", "em"] = setting("f1", None, "MuSiQue's score J, on which every pick is made (both are "
+                                          "reported).")
+    splits: Splits = setting(Splits(n_feedback=8, n_score=128, n_test=200), None,
+                             "MuSiQue splits: feedback and score from musique_train_with_paragraphs.jsonl (150 "
+                             "questions, 16 feedback and 134 score by id hash; its own union corpus), test: the 200 "
+                             "dev questions of musique_dev_with_paragraphs.jsonl (the dev200 corpus).")
+    rg_families: tuple[str, ...] = setting((), None, "Reasoning Gym families run the same way from the minimal seed "
+                                           "(J: the family's own score), a row per (arm, family) beside MuSiQue's.")
+    rg_splits: Splits = setting(Splits(n_feedback=8, n_score=64, n_test=200), None, "Splits of each rg_families "
+                                "task.")
+
+    def model_post_init(self, _: object) -> None:
+        if self.oracle_n < self.rounds:
+            raise UserError(f"musique.oracle_n ({self.oracle_n}) must be at least musique.rounds ({self.rounds}): the "
+                            "best-of-rounds pick is made from the oracle run's first proposals")
 
 
 class TransferSettings(Settings):
@@ -158,7 +188,7 @@ class TransferSettings(Settings):
     @classmethod
     def smoke(cls, model: str, work: str, solver: str, family: str) -> TransferSettings:
         """Every stage on 2 CPU cores in a few minutes: a tiny model, one family, tiny splits (MuSiQue: the shared
-        QA data, 4 test questions)."""
+        QA data, 2 rounds against an oracle of 3 proposals, 4 test questions)."""
         return cls(
             model=model, work=work, engine="hf", solver=solver, cpu=True, families=(family,),
             runtime=RuntimeSettings(concurrency=4, spare_slots=1), budgets=Budgets(timeout_s=20.0),
@@ -169,6 +199,7 @@ class TransferSettings(Settings):
             grpo=GRPOStage(minutes=2.0, splits=TrainSplits(n_feedback=2, n_score=2),
                            trainer=GRPOStage().trainer.with_(max_steps=1, micro_batch=2),
                            grpo=GRPOSettings(num_generations=2, contexts_per_update=1, contexts_per_epoch=1)),
-            eval=EvalStage(minutes=3.0, families=(family,), k=1, splits=Splits(n_feedback=2, n_score=2, n_test=2)),
-            musique=MusiqueStage(minutes=3.0, arms=("base", "rl"), rounds=2, splits=Splits(n_feedback=2, n_score=2,
-                                                                                          n_test=4)))
+            eval=EvalStage(minutes=3.0, families=(family,), k=1, splits=Splits(n_feedback=2, n_score=2, n_test=2),
+                           arms=(*EvalStage().arms, "rules")),
+            musique=MusiqueStage(minutes=3.0, arms=("base", "rl"), rounds=2, oracle_n=3,
+                                 splits=Splits(n_feedback=2, n_score=2, n_test=4)))

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harnesslearn.errors import UserError
 from harnesslearn.models.base import ModelBackend
@@ -307,7 +307,7 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
     for arm in dict.fromkeys(a.removesuffix("_mem") for a in names or s.eval.arms):  # X_mem: X's proposer + memory
         served = shared and served_arm(arm, models, solver_name=shared[0], base_model=s.model,
                                        adapter=adapter_dir(ret, arm), started=started)
-        if arm == "zoo":
+        if arm in FIXED_ARMS:
             arms[arm] = None
         elif arm != "base" and not adapter_dir(ret, arm).is_dir():
             print(f"[transfer] no {arm}_adapter, arm {arm} left out", file=sys.stderr, flush=True)
@@ -328,29 +328,53 @@ async def proposers(s: TransferSettings, rt: SolverRuntime, ret: Path, work: Pat
     return arms
 
 
+# the arms that propose nothing: the best zoo harness by score split, and every known source evaluated (fixed rules)
+FIXED_ARMS = ("zoo", "rules")
+
+
+def row_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes an eval row unique: its arm and family, the splits and problem seed it ran on, and, for a proposer
+    arm, the parent it revised and the rounds (rows from before those settings: the minimal seed, one round)."""
+    fixed = r["arm"] in FIXED_ARMS
+    return (r["arm"], r["family"], r.get("n_score"), r.get("eval_seed"),
+            "" if fixed else r.get("parent", "seed"), 0 if fixed else r.get("rounds", 1))
+
+
+def stage_key(s: TransferSettings, arm: str, fam: str) -> tuple[Any, ...]:
+    """``row_key`` of the row the eval stage's settings ask for."""
+    e = s.eval
+    return row_key({"arm": arm, "family": fam, "n_score": e.splits.n_score, "eval_seed": e.seed, "parent": e.parent,
+                    "rounds": e.rounds})
+
+
 def eval_missing(s: TransferSettings, ret: Path) -> int:
     """The (arm, family) rows of ``s.eval`` that ``ret/eval_rows.jsonl`` does not hold yet."""
-    have = {(r["arm"], r["family"]) for r in read_jsonl(ret / "eval_rows.jsonl")}
-    return sum((arm, fam) not in have for fam in s.eval.families for arm in s.eval.arms)
+    have = {row_key(r) for r in read_jsonl(ret / "eval_rows.jsonl")}
+    return sum(stage_key(s, arm, fam) not in have for fam in s.eval.families for arm in s.eval.arms)
 
 
 async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
-    """Each proposer arm revises the minimal seed of each unseen family through the library's own path,
-    ``adapt`` (strategy independent: K proposals from one prompt, the best by score-split J kept only if
-    strictly better, reported on the test split), into a run directory ``work/eval_runs/ARM/FAMILY`` that
-    ``harnesslearn report`` reads; the zoo arm picks the best zoo harness by score split. One row per
-    (arm, family) goes to ``ret/eval_rows.jsonl`` as each finishes (the run directories stay on the
-    machine: 126 of them would not fit the way back)."""
+    """Each proposer arm revises the parent of each unseen family (the minimal seed, or with ``eval.parent`` zoo the
+    family's best zoo harness by score split) through the library's own path, ``adapt`` (one round: strategy
+    independent, K proposals from one prompt, the best by score-split J kept only if strictly better; more rounds:
+    sequential), reported on the test split, into a run directory ``work/eval_runs/TAG/ARM/FAMILY`` that
+    ``harnesslearn report`` reads; the zoo arm picks the best zoo harness by score split; the rules arm evaluates
+    every known source (``sources.known_sources``) on both splits. One row per (arm, family) goes to
+    ``ret/eval_rows.jsonl`` as each finishes (the run directories stay on the machine: 126 of them would not fit
+    the way back)."""
     from harnesslearn.harness import load_harness
 
     t0 = time.time()
     rows_path = ret / "eval_rows.jsonl"
-    have = {(r["arm"], r["family"]) for r in read_jsonl(rows_path)}
-    async with arm_runtime(s, ret, work, s.eval.arms, "eval") as (rt, arms):
-        job = EvalJob(s, rt, load_harness("minimal"), SharedEvaluations(), shipped_memory(work), work / "eval_runs")
-        jobs = [(arm, fam) for fam in s.eval.families for arm in s.eval.arms
-                if arm.removesuffix("_mem") in arms and (arm, fam) not in have]
-        n = await run_until(jobs, t0 + s.eval.minutes * 60, lambda j: job.row(j[0], j[1], arms),
+    have = {row_key(r) for r in read_jsonl(rows_path)}
+    e = s.eval
+    async with arm_runtime(s, ret, work, e.arms, "eval") as (rt, arms):
+        tag = f"{e.parent}-r{e.rounds}-n{e.splits.n_score}-s{e.seed}"
+        job = EvalJob(s, rt, load_harness("minimal"), SharedEvaluations(), shipped_memory(work),
+                      work / "eval_runs" / tag)
+        jobs = [(arm, fam) for fam in e.families for arm in e.arms
+                if arm.removesuffix("_mem") in arms and stage_key(s, arm, fam) not in have]
+        n = await run_until(jobs, t0 + e.minutes * 60, lambda j: job.row(j[0], j[1], arms),
                             lambda j, r: append_jsonl(rows_path, [r]), label="eval")
     return {"state": state_of(n), **n.as_dict(), "rows": len(read_jsonl(rows_path))}
 
@@ -387,46 +411,92 @@ class EvalJob:
         n = {"feedback": e.splits.n_feedback, "score": e.splits.n_score, "test": e.splits.n_test}[split]
         return await self.shared(h, task, split, n, e.seed, self.rt.sandbox, self.s.budgets)
 
-    async def row(self, arm: str, fam: str, arms: dict[str, ModelBackend | None]) -> dict[str, Any]:
+    async def zoo_pick(self, task: Any) -> tuple[dict[str, Any], dict[str, float | None], str | None]:
+        """Every zoo harness for ``task``, its score-split J, and the best by score split (``zoo.score_all``)."""
         from harnesslearn import zoo
+
+        async def score_J(h: Any) -> float | None:
+            return (await self.evaluation(h, task, "score")).J  # type: ignore[no-any-return]
+
+        return await zoo.score_all(task, self.s.eval.seed, score_J)
+
+    async def row(self, arm: str, fam: str, arms: dict[str, ModelBackend | None]) -> dict[str, Any]:
+        from harnesslearn import sources
         from harnesslearn.tasks import load_task
 
-        s, t = self.s, time.time()
+        s, e, t = self.s, self.s.eval, time.time()
         task = load_task(f"rg:{fam}")
         sc, te = await self.evaluation(self.seed_h, task, "score"), await self.evaluation(self.seed_h, task, "test")
         row: dict[str, Any] = {"arm": arm, "family": fam, "solver": s.solver or SOLVER_NAME,
-                               "proposer": None if arm == "zoo" else f"{s.model}+{arm}", "k": s.eval.k,
-                               "n_score": s.eval.splits.n_score, "n_test": s.eval.splits.n_test,
-                               "eval_seed": s.eval.seed,
+                               "proposer": None if arm in FIXED_ARMS else f"{s.model}+{arm}", "k": e.k,
+                               "n_score": e.splits.n_score, "n_test": e.splits.n_test, "eval_seed": e.seed,
                                "seed_score_J": sc.J, "seed_test_J": te.J, "seed_scores": _scores(te)}
+        if arm == "rules":
+            row.update(await self.rules(task))
+            row["wall_s"] = round(time.time() - t, 1)
+            return row
         if arm == "zoo":  # the best zoo harness by score split, whatever the seed scored
-            async def score_J(h: Any) -> float | None:
-                return (await self.evaluation(h, task, "score")).J  # type: ignore[no-any-return]
-
-            hs, js, top = await zoo.score_all(task, s.eval.seed, score_J)
+            hs, js, top = await self.zoo_pick(task)
             row.update(proposals=len(hs), valid=len(hs), candidate_score_J=js)
             picked = (top, hs[top], js[top]) if top is not None else None
+            parent = self.seed_h
         else:
-            picked = await self.adapted(arm, task, row, arms[arm.removesuffix("_mem")])
+            parent, pname = self.seed_h, "minimal"
+            if e.parent == "zoo":
+                hs, js, top = await self.zoo_pick(task)
+                if top is not None:
+                    parent, pname = hs[top], f"zoo:{top}"
+            pte = await self.evaluation(parent, task, "test")
+            row.update(parent=e.parent, parent_name=pname, rounds=e.rounds,
+                       parent_score_J=(await self.evaluation(parent, task, "score")).J, parent_test_J=pte.J,
+                       parent_scores=_scores(pte), parent_taxonomy=taxonomy_counts(pte))
+            picked = await self.adapted(arm, task, row, arms[arm.removesuffix("_mem")], parent)
         if picked is None:
-            row.update(picked="seed", score_J=sc.J, test_J=te.J, after_scores=_scores(te), improved=False)
+            kept = await self.evaluation(parent, task, "test")
+            row.update(picked="parent" if parent is not self.seed_h else "seed",
+                       score_J=row.get("parent_score_J", sc.J), test_J=kept.J, after_scores=_scores(kept),
+                       improved=False, taxonomy=taxonomy_counts(kept))
         else:
+            from harnesslearn import zoo
+
             tev = await self.evaluation(picked[1], task, "test")
             near, ratio = zoo.nearest(picked[1].source)
             row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=_scores(tev), improved=True,
-                       picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3))
+                       picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3),
+                       picked_provenance=sources.provenance(picked[1].source), taxonomy=taxonomy_counts(tev))
         row["wall_s"] = round(time.time() - t, 1)
         return row
 
-    async def adapted(self, arm: str, task: Any, row: dict[str, Any], proposer: Any) -> tuple[str, Any, Any] | None:
-        """``adapt`` for one proposer arm on one family; fills ``row`` from its result and run directory and
-        returns the pick (label, harness, score J), or None when the seed was kept."""
+    async def rules(self, task: Any) -> dict[str, Any]:
+        """Every known source that applies to ``task`` (the zoo files built for it, the prompts' programs) on the
+        score and test splits: the fixed rule "submit S; keep it if its score J beats the parent's" is computed
+        from these by the report, for any parent among them."""
+        from harnesslearn import sources, zoo
+        from harnesslearn.harness import Harness
+
+        out: dict[str, Any] = {}
+        for ks in sources.known_sources():
+            if ks.qa != zoo.is_qa(task):
+                continue
+            h = (zoo.build(ks.name.removeprefix(zoo.PREFIX), task, self.s.eval.seed) if ks.origin == "zoo"
+                 else Harness(ks.source, name=ks.name))
+            sc, te = await self.evaluation(h, task, "score"), await self.evaluation(h, task, "test")
+            out[ks.name] = {"harness_id": h.id, "origin": ks.origin, "score_J": sc.J, "test_J": te.J,
+                            "test_scores": _scores(te), "taxonomy": taxonomy_counts(te)}
+        return {"sources": out}
+
+    async def adapted(self, arm: str, task: Any, row: dict[str, Any], proposer: Any,
+                      parent: Any) -> tuple[str, Any, Any] | None:
+        """``adapt`` for one proposer arm on one family from ``parent``; fills ``row`` from its result and run
+        directory (every proposal's provenance and score J, each round's best on test) and returns the pick
+        (label, harness, score J), or None when the parent was kept."""
+        from harnesslearn import sources
         from harnesslearn.adapt import adapt
         from harnesslearn.settings.adapt import AdaptSettings
         from harnesslearn.settings.groups import MemorySettings
         from harnesslearn.store import Store
 
-        s, fam = self.s, task.family
+        s, e, fam = self.s, self.s.eval, task.family
         rd = self.runs / arm / fam
         memory_path = None
         if arm.endswith("_mem"):
@@ -434,25 +504,38 @@ class EvalJob:
             memory_path = rd.parent / f"{fam}.memory.sqlite"
             if not memory_path.is_file():
                 shutil.copyfile(self.memory, memory_path)
+        strategy: Literal["independent", "sequential"] = "independent" if e.rounds == 1 else "sequential"
         settings = AdaptSettings(
-            strategy="independent", rounds=1, candidates=s.eval.k, seed=s.eval.seed, splits=s.eval.splits,
+            strategy=strategy, rounds=e.rounds, candidates=e.k, seed=e.seed, splits=e.splits,
             budgets=s.budgets, proposer=s.proposer, memory=MemorySettings(
-                enabled=memory_path is not None, k=s.eval.memory_k, path=str(memory_path) if memory_path else None))
+                enabled=memory_path is not None, k=e.memory_k, path=str(memory_path) if memory_path else None))
         assert self.rt.solver is not None and proposer is not None
-        res = await adapt(task, self.rt.solver, proposer, settings, run_dir=rd, resume=True, seed_harness=self.seed_h,
+        res = await adapt(task, self.rt.solver, proposer, settings, run_dir=rd, resume=True, seed_harness=parent,
                           progress=False, executor=self.rt.sandbox, evaluate_fn=self.shared)
         with Store.open(rd, create=False) as st:
-            props = sorted(st.proposals("independent"), key=lambda p: p.idx)
+            props = sorted(st.proposals(strategy), key=lambda p: (p.round, p.idx))
             children = {p.harness_id: st.load_harness(p.harness_id) for p in props if p.harness_id}
+            trace_h = {r["best_harness_id"]: st.load_harness(r["best_harness_id"]) for r in res.rounds}
         shown = []
         if memory_path is not None:
             from harnesslearn.memory import Memory
 
             with Memory.open(memory_path, readonly=True) as mem:
-                task_of = {e.id: e.task for e in mem.entries()}
-            shown = [f"{e}:{task_of[e]}" for e in res.memory_shown]
-        js = {f"p{p.idx}": (await self.evaluation(children[p.harness_id], task, "score")).J
-              for p in props if p.harness_id}
+                task_of = {en.id: en.task for en in mem.entries()}
+            shown = [f"{en}:{task_of[en]}" for en in res.memory_shown]
+        js = {f"p{p.idx}" if e.rounds == 1 else f"r{p.round}p{p.idx}":
+              (await self.evaluation(children[p.harness_id], task, "score")).J for p in props if p.harness_id}
+        candidates = []
+        for p in props:
+            c: dict[str, Any] = {"round": p.round, "idx": p.idx, "valid": p.valid, "reason": p.reason,
+                                 "harness_id": p.harness_id}
+            if p.harness_id:
+                c.update(sources.provenance(children[p.harness_id].source),
+                         score_J=(await self.evaluation(children[p.harness_id], task, "score")).J)
+            candidates.append(c)
+        trace = [{"round": r["round"], "best_harness_id": r["best_harness_id"], "score_J": r["best_score_J"],
+                  "test_J": (await self.evaluation(trace_h[r["best_harness_id"]], task, "test")).J}
+                 for r in res.rounds]
         row.update(format=res.proposer_format, run_dir=str(rd),
                    memory_shown=shown, memory_added=res.memory_added, proposals=len(props),
                    parsed=sum(p.parsed for p in props), produced=sum(p.produced for p in props),
@@ -460,11 +543,21 @@ class EvalJob:
                    distinct=len(children),  # distinct valid revisions among the K: a peaked proposer repeats itself
                    invalid_reasons=dict(Counter(str(p.reason) for p in props if not p.valid)),
                    uses_python=sum("model.python" in h.source for h in children.values()),
-                   candidate_score_J=js, proposal_texts=[(p.raw or "")[-3000:] for p in props])
-        if res.best_harness_id == self.seed_h.id:
+                   candidate_score_J=js, candidates=candidates, round_trace=trace,
+                   proposal_texts=[(p.raw or "")[-3000:] for p in props])
+        if res.best_harness_id == parent.id:
             return None
-        idx = next(p.idx for p in props if p.harness_id == res.best_harness_id)
-        return f"p{idx}", children[res.best_harness_id], res.score_J
+        best = next(p for p in props if p.harness_id == res.best_harness_id)
+        label = f"p{best.idx}" if e.rounds == 1 else f"r{best.round}p{best.idx}"
+        return label, children[res.best_harness_id], res.score_J
+
+
+def taxonomy_counts(ev: Any) -> dict[str, int]:
+    """The failure taxonomy of an evaluation: how many of its scored problems failed in each way
+    (``taxonomy.classify_result``; a full score and an infrastructure failure are not counted)."""
+    from harnesslearn.taxonomy import classify_result
+
+    return dict(Counter(str(k) for k in (classify_result(p) for p in ev.problems) if k is not None))
 
 
 def _scores(ev: Any) -> list[float]:
