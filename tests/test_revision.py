@@ -69,3 +69,27 @@ def test_round_one_share_is_the_part_of_the_final_gain_the_first_round_had() -> 
             {"arm": "rl", "family": "maze", "parent_test_J": 0.5, "round_trace": [{"test_J": 0.5}, {"test_J": 0.5}]}]
     r = revision.round_one_share(rows)["rl"]
     assert r["families_gaining"] == 1 and abs(r["round1_share"] - 0.25) < 1e-9
+
+
+def test_the_rounds_report_reads_the_traces_and_draws_each_row(tmp_path: Path) -> None:
+    import json
+
+    import rounds_report
+
+    def ci(m: float) -> dict[str, float]:
+        return {"mean": m, "lo": m - 0.1, "hi": m + 0.1}
+
+    row = {"task": "musique", "arm": "rl", "metric": "f1", "oracle_n": 80, "seed": {"f1": ci(0.2)},
+           "sequential": {"f1": ci(0.4)}, "independent": {"f1": ci(0.3)}, "oracle": {"f1": ci(0.5)},
+           "sequential_minus_independent": {"f1": ci(0.1)}, "sequential_minus_oracle": {"f1": ci(-0.1)},
+           "round1_share": 0.5, "sequential_calls": {"valid": 2, "proposals": 2},
+           "oracle_calls": {"valid": 70, "proposals": 80},
+           "sequential_trace": [{"round": 1, "test": {"f1": 0.3}, "test_ci": {"f1": ci(0.3)}},
+                                {"round": 2, "test": {"f1": 0.4}, "test_ci": {"f1": ci(0.4)}}],
+           "independent_trace": [{"k": 1, "test": {"f1": 0.2}}, {"k": 2, "test": {"f1": 0.3}}]}
+    (tmp_path / "musique_rows.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({"arm": "base"}) + "\n")
+    rounds_report.main(["--ret", str(tmp_path), "--out", str(tmp_path / "out")])
+    md = (tmp_path / "out" / "rounds.md").read_text()
+    assert md.count("| musique | rl | f1 |") == 1  # the row without traces (an older one) is left out
+    assert "0.500 [0.400, 0.600] (N=80)" in md and "+0.100 [+0.000, +0.200]" in md and "| 0.50 |" in md
+    assert (tmp_path / "out" / "rounds.png").stat().st_size > 10_000

@@ -184,6 +184,8 @@ def test_the_stage_compares_sequential_rounds_with_best_of_n_and_the_test_split_
     assert [t["round"] for t in trace] == [1, 2]
     assert trace[0]["best_score_J"] <= trace[1]["best_score_J"] and trace[1]["best_harness_id"] == r["picks"]["sequential"]
     assert trace[1]["test"]["f1"] == pytest.approx(r["sequential"]["f1"]["mean"])
+    for t in (*trace, *r["independent_trace"]):  # each point of the rounds plot has its interval over problems
+        assert t["test_ci"]["f1"]["lo"] <= t["test"]["f1"] <= t["test_ci"]["f1"]["hi"]
     assert [t["k"] for t in r["independent_trace"]] == [1, 2]
     assert r["independent_trace"][-1]["harness_id"] == r["picks"]["independent"]
     assert missing(s, ret) == 0

@@ -306,7 +306,8 @@ class Job:
                 v = per_problem(await evaluation(load(r["best_harness_id"]), "test"), p.metrics)
                 trace.append({"round": r["round"], "best_harness_id": r["best_harness_id"],
                               "best_score_J": r["best_score_J"], "improved": r["improved"],
-                              "proposals": r["proposals"], "valid": r["valid"], "test": means(v)})
+                              "proposals": r["proposals"], "valid": r["valid"], "test": means(v),
+                              "test_ci": {k: bootstrap_ci(x) for k, x in v.items()}})
             out["sequential_trace"] = trace
             seed_test, final_test = means(per["seed"])[sel], means(per["sequential"])[sel]
             r1 = trace[0]["test"][sel] if trace else None
@@ -316,8 +317,9 @@ class Job:
             ind_trace = []
             for n_first in range(1, len(first) + 1):  # the best of the first n independent proposals (score)
                 hid, J = best_of_k(n_first)
-                ind_trace.append({"k": n_first, "harness_id": hid, "score_J": J,
-                                  "test": means(per_problem(await evaluation(load(hid), "test"), p.metrics))})
+                v = per_problem(await evaluation(load(hid), "test"), p.metrics)
+                ind_trace.append({"k": n_first, "harness_id": hid, "score_J": J, "test": means(v),
+                                  "test_ci": {k: bootstrap_ci(x) for k, x in v.items()}})
             out["independent_trace"] = ind_trace
             out["sequential_calls"] = {**calls(sst.proposals("sequential"), [
                 e for e in sst.evaluations("sequential") if e.split in ("feedback", "score")], seq.proposer_calls),
