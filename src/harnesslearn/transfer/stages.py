@@ -1,9 +1,11 @@
 """The stages of the transfer experiment, each reading and writing files under ``ret`` (the folder
 that comes back from the GPU machine) and each stopping at its deadline with what finished:
 
-    sftdata  zoo revisions + best-of-N self samples on paper-train contexts, kept on a strict gain
-             -> ret/sft.jsonl (a line per kept row, as each context finishes), ret/sftdata.json;
-             resumable (ret/sftdata_jobs.jsonl: the contexts done)
+    sftdata  zoo revisions + best-of-N self samples of the seed (source zoo), or the proposer's own
+             revisions of parents drawn from a pool (source self: expert iteration), on paper-train
+             contexts, kept by the one keep rule -> ret/sft.jsonl (a line per kept row, as each
+             context finishes), ret/sftdata.json; resumable (ret/sftdata_jobs.jsonl: the contexts
+             done; ret/sftdata_pool.jsonl: self's winners)
     sft      LoRA SFT (TRL) on ret/sft.jsonl -> ret/sft_adapter/, ret/sft.json
     grpo     GRPO with the exact reward (training.grpo.run_grpo, chat form, rewrite prefill), from the
              SFT adapter, resumable -> ret/grpo/state/ (adapter, state.json, updates.jsonl),
@@ -110,32 +112,57 @@ def state_of(counts: Any) -> str:
 
 # ----------------------------------------------------------------------------- sftdata
 async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
-    """Resumable: each finished context is recorded in ``ret/sftdata_jobs.jsonl`` after its rows, and a
-    later run (the stage is ``partial`` until every context is done) skips those contexts; ``force``
-    starts over."""
+    """The SFT rows of ``sftdata.source`` (``zoo_sft``): the zoo arm revises the minimal seed with the zoo files
+    and best-of-N proposer samples; self (expert iteration) samples the proposer on a parent drawn per context from
+    the pool (the seed, the zoo harnesses, the family's earlier winners: the kept harnesses of ``ret/sft.jsonl``,
+    listed in ``ret/sftdata_pool.jsonl`` as their contexts finish, so which winners a context may draw depends on
+    what finished before it started). Resumable: each finished context is recorded in ``ret/sftdata_jobs.jsonl``
+    after its rows, and a later run (the stage is ``partial`` until every context is done) skips those contexts;
+    ``force`` starts over; a ``ret`` holding rows of the other source is refused."""
+    from harnesslearn import zoo
     from harnesslearn.harness import load_harness
     from harnesslearn.propose.prompt import load_prompt_dir
     from harnesslearn.seeding import child_seed
     from harnesslearn.tasks import load_task
-    from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows, summarise_rows
+    from harnesslearn.taxonomy import runs_solver_code
+    from harnesslearn.training.keep import KeepRule
+    from harnesslearn.training.zoo_sft import (
+        ZOO_NAMES,
+        ZooSFTSettings,
+        context_rows,
+        draw_parent,
+        parent_pool,
+        summarise_rows,
+        winner_record,
+    )
 
     t0 = time.time()
+    d = s.sftdata
+    out, log, pool_path = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl", ret / "sftdata_pool.jsonl"
+    if s.force:
+        for f in (out, log, pool_path):
+            f.unlink(missing_ok=True)
+    done_jobs = read_jsonl(log)
+    other = {j.get("source", "zoo") for j in done_jobs} - {d.source}
+    if other:
+        raise UserError(f"sftdata: {log} holds contexts of source {', '.join(sorted(other))}, not {d.source}: "
+                        "rows of two arms would mix in one sft.jsonl (--force starts over; or another --work)")
     render = renderer(s)
     seed_h = load_harness("minimal")
-    d = s.sftdata
+    zoo_names = tuple(n for n in ZOO_NAMES if not (d.hold_out_loop and runs_solver_code(zoo.source(n))))
+    rule = KeepRule(margin=d.margin, drop_copies=d.source == "self", prompt_dir=s.proposer.prompt_dir,
+                    hold_out_loop=d.hold_out_loop)
     settings = ZooSFTSettings(splits=d.splits, samples=d.self_samples, budgets=s.budgets,
-                              proposer=s.proposer.with_(format=s.training_format),
+                              proposer=s.proposer.with_(format=s.training_format), rule=rule,
+                              zoo_names=zoo_names if d.source == "zoo" else (),
                               prompts=load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {},
                               labels={"solver": s.solver or SOLVER_NAME, "proposer": s.model})
     tasks = {f: load_task(f"rg:{f}") for f in s.families}
-    out, log = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl"
-    if s.force:
-        out.unlink(missing_ok=True)
-        log.unlink(missing_ok=True)
-    done_jobs = read_jsonl(log)
     finished = {(j["family"], j["seed"]) for j in done_jobs}
     kept = [r for r in read_jsonl(out) if (r["provenance"]["family"], r["provenance"]["seed"]) in finished]
     write_jsonl(out, kept)  # rows of a context cut off before its record are dropped: it runs again
+    winners = [w for w in read_jsonl(pool_path) if (w["family"], w["seed"]) in finished]
+    write_jsonl(pool_path, winners)
     counts: Counter[str] = Counter()
     for j in done_jobs:
         counts.update(j["counts"])
@@ -143,11 +170,16 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
     todo = [j for j in jobs if j not in finished]
 
     def done(job: Any, r: Any) -> None:
-        rows, c = r
+        rows, c, parent = r
         counts.update(c)
         kept.extend(rows)
         append_jsonl(out, rows)
-        append_jsonl(log, [{"family": job[0], "seed": job[1], "kept": len(rows), "counts": dict(c)}])
+        if d.source == "self":
+            won = [winner_record(row) for row in rows]
+            winners.extend(won)
+            append_jsonl(pool_path, won)
+        append_jsonl(log, [{"family": job[0], "seed": job[1], "kept": len(rows), "counts": dict(c),
+                            "source": d.source, "parent": parent}])
 
     n = StageCounts()
     if todo:
@@ -156,13 +188,27 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 
             async def one(job: tuple[str, int]) -> Any:
                 f, pseed = job
-                return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
+                name, parent = "minimal", seed_h
+                if d.source == "self":  # an empty pool (winners only, none yet): the seed
+                    pool = parent_pool(tasks[f], pseed, seed_h, d.parents, winners, hold_out_loop=d.hold_out_loop)
+                    name, parent = draw_parent(pool, pseed) if pool else (name, parent)
+                rows, c = await context_rows(tasks[f], parent, pseed, rt.sandbox, render, settings,
+                                             proposer=proposer, parent_name=name)
+                return rows, c, name
 
             n = await run_until(todo, t0 + d.minutes * 60, one, done, concurrency=d.in_flight, label="sftdata")
-    recorded = {(j["family"], j["seed"]) for j in read_jsonl(log)}
+    recorded = {(j["family"], j["seed"]): j for j in read_jsonl(log)}
     contexts = sum(j in recorded for j in jobs)  # of this plan (a log of a larger plan may hold more)
-    summary = summarise_rows(kept, counts, contexts)
-    summary.update(seconds=round(time.time() - t0, 1), n_score=d.splits.n_score, self_samples=d.self_samples,
+    summary = summarise_rows(kept, counts, contexts, per_context=[recorded[j]["kept"] for j in jobs if j in recorded])
+    by_parent: dict[str, list[int]] = {}
+    for job in jobs:
+        if job in recorded:
+            kind = str(recorded[job].get("parent") or "minimal").split(":")[0]
+            by_parent.setdefault(kind, []).append(recorded[job]["kept"])
+    summary.update(source=d.source, margin=d.margin, parents=list(d.parents) if d.source == "self" else ["seed"],
+                   hold_out_loop=d.hold_out_loop, prompt_dir=s.proposer.prompt_dir,
+                   yield_per_parent={k: {"contexts": len(v), "kept": sum(v)} for k, v in sorted(by_parent.items())},
+                   seconds=round(time.time() - t0, 1), n_score=d.splits.n_score, self_samples=d.self_samples,
                    families=list(s.families), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict(),
                    contexts_planned=len(jobs), rows_per_context=round(len(kept) / contexts, 3) if contexts else None)
     write_json(ret / "sftdata.json", summary)
