@@ -187,3 +187,25 @@ def test_the_sftdata_stage_of_source_self_draws_parents_from_the_pool_and_record
     assert summary["yield_per_parent"] == {"minimal": {"contexts": 1, "kept": len(rows)}, "win": {"contexts": 2, "kept": 0}}
     with pytest.raises(UserError, match="holds contexts of source self, not zoo"):
         asyncio.run(sftdata(s.with_(**{"sftdata.source": "zoo"}), ret))
+
+
+def test_loop_rows_are_those_that_run_solver_written_code(tmp_path: Path) -> None:
+    """zoo_sft.loop_row: by the row's harness where it is recorded, else (rows of stretch 4, all revising the seed)
+    by its kind; the sft stage of the control trains without them (all held out here: skipped, and said why)."""
+    from harnesslearn import zoo
+    from harnesslearn.training.zoo_sft import loop_row
+    from harnesslearn.transfer.settings import TransferSettings
+    from harnesslearn.transfer.stages import sft, write_jsonl
+
+    def row(**prov: Any) -> dict:
+        return {"messages": [{"role": "user", "content": "p"}, {"role": "assistant", "content": "c"}],
+                "provenance": prov}
+
+    assert loop_row(row(harness_source=zoo.source("interpreter_loop"), kind="other"))
+    assert not loop_row(row(harness_source=rm.OWN, kind="interpreter_loop"))
+    assert loop_row(row(kind="interpreter_loop")) and not loop_row(row(kind="sampling_voting"))
+    ret = tmp_path / "ret"
+    write_jsonl(ret / "sft.jsonl", [row(harness_source=rm.LOOP), row(kind="interpreter_loop")])
+    s = TransferSettings(model="m").with_(**{"sft.hold_out_loop": True})
+    assert sft(s, ret, tmp_path / "work") == {
+        "state": "skipped", "reason": "the sftdata stage kept no rows (2 held out: they run solver-written code)"}

@@ -193,6 +193,18 @@ def winner_record(row: dict[str, Any]) -> dict[str, Any]:
             "source": p["harness_source"], "J": p["J_after"], "parent": p.get("parent"), "seed": p["seed"]}
 
 
+def loop_row(row: dict[str, Any]) -> bool:
+    """Whether an SFT row teaches the held-out pattern: its harness runs solver-written code with ``model.python``
+    (``taxonomy.runs_solver_code`` of its ``harness_source``; a row written before that was recorded: its kind is
+    ``interpreter_loop``, which such a row revising the seed always is)."""
+    from harnesslearn.taxonomy import runs_solver_code
+
+    p = row.get("provenance") or {}
+    if p.get("harness_source"):
+        return runs_solver_code(p["harness_source"])
+    return bool(p.get("solver_code", p.get("kind") == "interpreter_loop"))
+
+
 def summarise_rows(rows: list[dict[str, Any]], counts: Counter[str], contexts: int,
                    per_context: list[int] | None = None) -> dict[str, Any]:
     """Kept count, share of each revision kind (and of interpreter-loop revisions), per family, per source (zoo

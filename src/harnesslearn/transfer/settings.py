@@ -82,6 +82,9 @@ class SFTStage(Settings):
                               "reach ~4,000 tokens, their whole-file completions ~2,000).", lo=16, hi=1_048_576)
     max_same_completion: int | None = setting(None, None, "At most this many rows with one same completion (None: "
                                               "all; the stretch-4 SFT had 187 rows, 34 distinct completions).", lo=1)
+    hold_out_loop: bool = setting(False, None, "The held-out-pattern control: train without the rows whose harness runs "
+                                  "solver-written code with model.python (zoo_sft.loop_row; rows of an earlier "
+                                  "sftdata run included).")
 
 
 class GRPOStage(Settings):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sys
 import time
@@ -220,10 +221,19 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     from harnesslearn.training.config import SFTTrainConfig
     from harnesslearn.training.sft import SFTDiverged, run_sft
+    from harnesslearn.training.zoo_sft import loop_row
 
     data = ret / "sft.jsonl"
-    if not read_jsonl(data):
-        return {"state": "skipped", "reason": "the sftdata stage kept no rows"}
+    rows = read_jsonl(data)
+    held_out = 0
+    if s.sft.hold_out_loop:  # the control trains on the rows without the held-out pattern
+        kept = [r for r in rows if not loop_row(r)]
+        held_out, data = len(rows) - len(kept), work / "sft_hold_out_loop.jsonl"
+        write_jsonl(data, kept)
+        rows = kept
+    if not rows:
+        return {"state": "skipped", "reason": "the sftdata stage kept no rows" + (
+            f" ({held_out} held out: they run solver-written code)" if held_out else "")}
     t0 = time.time()
     cfg = SFTTrainConfig(model=s.model, data=str(data), output_dir=str(work / "sft"), lora=s.lora,
                          trainer=s.sft.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), max_length=s.sft.max_length,
@@ -242,6 +252,7 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
             print(f"[transfer] sft: {e}; again at learning rate {lr / 2:g}", file=sys.stderr, flush=True)
             cfg = cfg.with_(**{"trainer.learning_rate": lr / 2, "output_dir": f"{cfg.output_dir}-{len(tries)}"})
     res["diverged_tries"] = tries
+    res.update(hold_out_loop=s.sft.hold_out_loop, rows_held_out=held_out)
     shutil.rmtree(ret / "sft_adapter", ignore_errors=True)
     shutil.copytree(res["adapter"], ret / "sft_adapter")
     res.update(seconds=round(time.time() - t0, 1), stopped_at_deadline=stop.stopped, step_seconds=stop.steps)
@@ -380,17 +391,19 @@ FIXED_ARMS = ("zoo", "rules")
 
 def row_key(r: dict[str, Any]) -> tuple[Any, ...]:
     """What makes an eval row unique: its arm and family, the splits and problem seed it ran on, and, for a proposer
-    arm, the parent it revised and the rounds (rows from before those settings: the minimal seed, one round)."""
+    arm, the parent it revised, the rounds and the prompt folder (rows from before those settings: the minimal
+    seed, one round, the packaged prompts)."""
     fixed = r["arm"] in FIXED_ARMS
     return (r["arm"], r["family"], r.get("n_score"), r.get("eval_seed"),
-            "" if fixed else r.get("parent", "seed"), 0 if fixed else r.get("rounds", 1))
+            "" if fixed else r.get("parent", "seed"), 0 if fixed else r.get("rounds", 1),
+            None if fixed else r.get("prompt_dir"))
 
 
 def stage_key(s: TransferSettings, arm: str, fam: str) -> tuple[Any, ...]:
     """``row_key`` of the row the eval stage's settings ask for."""
     e = s.eval
     return row_key({"arm": arm, "family": fam, "n_score": e.splits.n_score, "eval_seed": e.seed, "parent": e.parent,
-                    "rounds": e.rounds})
+                    "rounds": e.rounds, "prompt_dir": s.proposer.prompt_dir})
 
 
 def eval_missing(s: TransferSettings, ret: Path) -> int:
@@ -416,6 +429,8 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     e = s.eval
     async with arm_runtime(s, ret, work, e.arms, "eval") as (rt, arms):
         tag = f"{e.parent}-r{e.rounds}-n{e.splits.n_score}-s{e.seed}"
+        if s.proposer.prompt_dir:  # runs asked with other prompts are other runs (adapt refuses to resume them)
+            tag += "-" + re.sub(r"\W+", "_", Path(s.proposer.prompt_dir.removeprefix("packaged:")).name)
         job = EvalJob(s, rt, load_harness("minimal"), SharedEvaluations(), shipped_memory(work),
                       work / "eval_runs" / tag)
         jobs = [(arm, fam) for fam in e.families for arm in e.arms
@@ -493,7 +508,7 @@ class EvalJob:
                 if top is not None:
                     parent, pname = hs[top], f"zoo:{top}"
             pte = await self.evaluation(parent, task, "test")
-            row.update(parent=e.parent, parent_name=pname, rounds=e.rounds,
+            row.update(parent=e.parent, parent_name=pname, rounds=e.rounds, prompt_dir=s.proposer.prompt_dir,
                        parent_score_J=(await self.evaluation(parent, task, "score")).J, parent_test_J=pte.J,
                        parent_scores=_scores(pte), parent_taxonomy=taxonomy_counts(pte))
             picked = await self.adapted(arm, task, row, arms[arm.removesuffix("_mem")], parent)
@@ -509,7 +524,7 @@ class EvalJob:
             near, ratio = zoo.nearest(picked[1].source)
             row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=_scores(tev), improved=True,
                        picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3),
-                       picked_provenance=sources.provenance(picked[1].source), taxonomy=taxonomy_counts(tev))
+                       picked_provenance=sources.provenance(picked[1].source, prompt_dir=s.proposer.prompt_dir), taxonomy=taxonomy_counts(tev))
         row["wall_s"] = round(time.time() - t, 1)
         return row
 
@@ -541,6 +556,7 @@ class EvalJob:
         from harnesslearn.settings.adapt import AdaptSettings
         from harnesslearn.settings.groups import MemorySettings
         from harnesslearn.store import Store
+        from harnesslearn.taxonomy import runs_solver_code
 
         s, e, fam = self.s, self.s.eval, task.family
         rd = self.runs / arm / fam
@@ -576,7 +592,8 @@ class EvalJob:
             c: dict[str, Any] = {"round": p.round, "idx": p.idx, "valid": p.valid, "reason": p.reason,
                                  "harness_id": p.harness_id}
             if p.harness_id:
-                c.update(sources.provenance(children[p.harness_id].source),
+                c.update(sources.provenance(children[p.harness_id].source, prompt_dir=s.proposer.prompt_dir),
+                         solver_code=runs_solver_code(children[p.harness_id].source),
                          score_J=(await self.evaluation(children[p.harness_id], task, "score")).J)
             candidates.append(c)
         trace = [{"round": r["round"], "best_harness_id": r["best_harness_id"], "score_J": r["best_score_J"],
@@ -589,6 +606,8 @@ class EvalJob:
                    distinct=len(children),  # distinct valid revisions among the K: a peaked proposer repeats itself
                    invalid_reasons=dict(Counter(str(p.reason) for p in props if not p.valid)),
                    uses_python=sum("model.python" in h.source for h in children.values()),
+                   # distinct valid revisions that run solver-written code with model.python (the held-out pattern)
+                   solver_code=sum(runs_solver_code(h.source) for h in children.values()),
                    candidate_score_J=js, candidates=candidates, round_trace=trace,
                    proposal_texts=[(p.raw or "")[-3000:] for p in props])
         if res.best_harness_id == parent.id:
