@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from harnesslearn.training.screen import screen
 
@@ -30,6 +32,13 @@ class KeepRule:
     prompt_dir: str | None = None  # the run's --prompt-dir: its templates' programs are known sources too
     hold_out_loop: bool = False  # a harness that runs solver-written code with model.python is dropped ("loop")
 
+    @functools.cached_property
+    def known(self) -> tuple[Any, ...]:
+        """The known sources (``sources.known_sources`` of ``prompt_dir``), read once per rule."""
+        from harnesslearn import sources
+
+        return sources.known_sources(self.prompt_dir)
+
     def static(self, source: str, questions: Iterable[str] = ()) -> list[str]:
         """Why ``source`` is dropped before it is run (``screen:REASON``, ``loop``, ``copy``); [] when it is not."""
         from harnesslearn import sources
@@ -42,7 +51,7 @@ class KeepRule:
         out = []
         if self.hold_out_loop and runs_solver_code(source):
             out.append("loop")
-        if self.drop_copies and sources.match(source, prompt_dir=self.prompt_dir).copy:
+        if self.drop_copies and sources.match(source, sources=self.known).copy:
             out.append("copy")
         return out
 
