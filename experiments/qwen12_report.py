@@ -631,6 +631,23 @@ def grpo_table(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
     return md
 
 
+def groups_table(runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One row per update that recorded its groups (``rollouts.group_stats``): the collapse figures."""
+    md = ["| run | update | entropy | distinct texts | copy share | most copied (share) | solver code | beats parent | "
+          "parents' J (mean) | alarm |", "|" + "---|" * 10]
+    for label, recs in runs.items():
+        for r in recs:
+            g = r.get("groups")
+            if not g:
+                continue
+            top = f"{g['top_source']} ({cell(g.get('top_source_share'), 2)})" if g.get("top_source") else ""
+            md.append(f"| {label} | {r['update']} | {cell(r.get('entropy'), 3)} | {cell(g.get('distinct_texts'), 2)} | "
+                      f"{cell(g.get('copy_share'), 2)} | {top} | {cell(g.get('solver_code_share'), 2)} | "
+                      f"{cell(g.get('beats_parent_share'), 2)} | {cell(g.get('parents_J_mean'))} | "
+                      f"{'; '.join(r.get('collapse_alarm') or [])} |")
+    return md
+
+
 def grpo_plot(runs: dict[str, list[dict[str, Any]]], out: Path, name: str, title: str) -> str | None:
     """Reward and J per update (left), the adapter's norm (right), one line per run."""
     if not any(runs.values()):
@@ -680,11 +697,22 @@ def _load(ret: Path, name: str) -> Any:
 def sft_sections(sd: dict[str, Any] | None, sft: dict[str, Any] | None) -> list[str]:
     md: list[str] = []
     if sd:
-        md += ["## SFT data (zoo revisions + best-of-N self samples, paper-train families)", "",
+        own = sd.get("source") == "self"
+        md += ["## SFT data (" + ("the proposer's own revisions of a pool of parents (expert iteration)" if own else
+                                  "zoo revisions + best-of-N self samples") + ", paper-train families)", "",
                f"- contexts: {sd['contexts']}, kept: **{sd['kept']}**, interpreter-loop share: "
                f"**{sd['interpreter_loop_share']:.0%}** (paper: 432 kept, 48 %)",
-               f"- kinds: {sd['kinds']}", f"- per family: {sd['per_family']}", f"- per source: {sd['per_source']}",
-               f"- candidate outcomes: {sd['counts']}", f"- score split n = {sd['n_score']}, {sd['seconds']} s", ""]
+               f"- kinds: {sd['kinds']}", f"- per family: {sd['per_family']}", f"- per source: {sd['per_source']}"]
+        if "distinct_completions" in sd:  # the figures of issue 62's generator
+            y = sd.get("yield_per_context") or {}
+            md += [f"- margin over the parent: {sd.get('margin')}; parents: {sd.get('parents')}; per parent: "
+                   f"{sd.get('per_parent')}; held-out loop: {sd.get('hold_out_loop')}",
+                   f"- yield per context: mean {y.get('mean')}, contexts with a row {y.get('with_rows')}, histogram "
+                   f"{y.get('histogram')}; per self proposal: {sd.get('self_yield')}",
+                   f"- distinct completions {sd['distinct_completions']}, distinct harnesses "
+                   f"{sd.get('distinct_harnesses')}, mean gain over the parent {sd.get('mean_gain')}, copies of a "
+                   f"known source {sd.get('copies')}, solver-code share {sd.get('solver_code_share')}"]
+        md += [f"- candidate outcomes: {sd['counts']}", f"- score split n = {sd['n_score']}, {sd['seconds']} s", ""]
     if sft:
         md += ["## SFT", "", f"- examples {sft.get('examples')}, steps {sft.get('steps')}, "
                f"train loss {sft.get('train_loss')}, {sft.get('seconds')} s", ""]
@@ -701,6 +729,13 @@ def grpo_sections(runs: dict[str, list[dict[str, Any]]], grpo: dict[str, Any] | 
                "length limit; seconds per phase; GB: peak allocated by the training process (its colocated "
                "vLLM included) / used on the whole GPU (the solver's server included).", "",
                *grpo_table(runs), ""] + ([f"![{png}]({png})", ""] if png else [])
+        if any(r.get("groups") for recs in runs.values() for r in recs):
+            md += ["### The groups per update (mode collapse)", "",
+                   "Entropy: TRL's, of the sampled tokens; distinct: distinct proposal texts per group (mean); copy: "
+                   "share of the valid candidates that copy a known source (`sources.match`), and the one most "
+                   "copied; solver code: share running solver-written code with model.python; beats parent: share "
+                   "of the groups whose best J beats the parent's J; alarm: `rollouts.collapse_alarm`.", "",
+                   *groups_table(runs), ""]
     if grpo:
         md += [f"## GRPO (this stretch's start: {grpo.get('start', '?')}; reward J + 0.05 parsed + 0.10 produced "
                "+ 0.15 completion)", "",

@@ -106,3 +106,28 @@ def test_harness_kind_tells_a_zoo_copy_before_its_solver_use() -> None:
     assert harness_kind(zoo.source("interpreter_loop") + "\n# tuned\n") == "zoo_copy"
     assert harness_kind("def solve(m, q):\n    return m(f'Q: {q}').strip()\n") == "prompt_level"
     assert harness_kind("def solve(m, q)\n") == "invalid" and "invalid" not in HARNESS_KINDS
+
+
+def test_runs_solver_code_follows_the_solver_output_into_model_python() -> None:
+    """The held-out pattern's measure: code the solver wrote, run with model.python (the zoo's interpreter loop,
+    the runtime API's first program), followed through names, loops, helpers handed the model or the output;
+    code the harness wrote itself (a constant, the question formatted) is not the solver's."""
+    from harnesslearn import sources, zoo
+    from harnesslearn.taxonomy import runs_solver_code, solver_code_share
+
+    assert [n for n in zoo.ENTRIES if runs_solver_code(zoo.source(n))] == ["interpreter_loop"]
+    api = {k.name: runs_solver_code(k.source) for k in sources.known_sources() if k.origin == "runtime_api"}
+    assert api == {"api:1": True, "api:2": False}
+    head = "def solve(model, question):\n"
+    assert not runs_solver_code(head + "    return model.python('print(1)')\n")
+    assert not runs_solver_code(head + "    code = f'print({question})'\n    return model.python(code)\n")
+    assert runs_solver_code(head + "    for r in model.generate(question, n=3):\n        out = model.python(r)\n"
+                                   "    return out\n")
+    assert runs_solver_code(head + "    r = model(question)\n    return model.python(code=r.strip())\n")
+    helper = "def ask(m, q):\n    return m.generate(q)[0]\n\n\ndef run(m, c):\n    return m.python(c)\n\n\n"
+    assert runs_solver_code(helper + head + "    r = ask(model, question)\n    return model.python(r)\n")
+    assert runs_solver_code(helper + head + "    r = model(question)\n    return run(model, r)\n")
+    assert not runs_solver_code(helper + head + "    r = model(question)\n    return run(model, 'print(2)')\n")
+    assert not runs_solver_code("def solve(:\n") and not runs_solver_code("x = 1\n")
+    assert solver_code_share([zoo.source("interpreter_loop"), zoo.source("few_shot")]) == 0.5
+    assert solver_code_share([]) is None

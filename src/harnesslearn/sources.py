@@ -4,7 +4,8 @@ A revision that scores may be a program the proposer wrote, or one it was shown,
 is shown, read from the package's files each time this module builds the list (never hard-coded):
 
 - ``zoo:NAME``: every zoo harness file (``zoo.py``; a harness memory is built from these);
-- ``api:N``: every indented code block of ``seeds/RUNTIME_API.md`` that calls the model (``model.``), made a
+- ``api:N``: every indented code block of ``seeds/RUNTIME_API.md`` (or a prompt folder's own ``RUNTIME_API.md``)
+  that calls the model (``model.``), made a
   harness: the block inside ``solve(model, question)``, returning the last name it assigns (N in order of
   appearance: today 1 is "write a program and run it with model.python", 2 "reason, then take the Answer:
   line");
@@ -36,7 +37,7 @@ from typing import Any
 from harnesslearn import zoo
 from harnesslearn.harness import check_source, normalise, runtime_api_doc
 from harnesslearn.propose.edits import apply_proposal, parse_blocks
-from harnesslearn.propose.prompt import load_prompt_dir, packaged_template, template_names
+from harnesslearn.propose.prompt import API, load_prompt_dir, packaged_template, template_names
 
 COPY = zoo.NEAR_COPY  # a ratio at or above which a harness counts as a copy of a known source
 
@@ -112,9 +113,10 @@ def shown_revision(text: str) -> str | None:
     return None
 
 
-def _build(templates: dict[str, str]) -> tuple[KnownSource, ...]:
+def _build(templates: dict[str, str], api_doc: str | None = None) -> tuple[KnownSource, ...]:
     out = [KnownSource(f"{zoo.PREFIX}{n}", "zoo", zoo.source(n), e.qa) for n, e in zoo.ENTRIES.items()]
-    api = [h for b in _code_blocks(runtime_api_doc()) if "model." in b and (h := as_harness(b)) is not None]
+    doc = api_doc or runtime_api_doc()
+    api = [h for b in _code_blocks(doc) if "model." in b and (h := as_harness(b)) is not None]
     out += [KnownSource(f"api:{k}", "runtime_api", h, "model.search" in h) for k, h in enumerate(api, 1)]
     for stem, text in sorted(templates.items()):
         h = shown_revision(text) if "SEARCH" in text else None
@@ -131,11 +133,13 @@ def _packaged() -> tuple[KnownSource, ...]:
 def known_sources(prompt_dir: str | Path | None = None) -> tuple[KnownSource, ...]:
     """Every program a proposer is shown (module docstring), zoo first, then ``api:N``, then ``prompt:STEM``.
     With ``prompt_dir`` (``--prompt-dir``: checked by ``prompt.load_prompt_dir``, UserError when bad) its
-    templates replace the packaged ones of the same name, read now; without, the packaged list (cached)."""
+    templates replace the packaged ones of the same name and its ``RUNTIME_API.md`` the runtime API document, read
+    now; without, the packaged list (cached)."""
     if prompt_dir is None:
         return _packaged()
     overrides = load_prompt_dir(str(prompt_dir))
-    return _build({name: overrides.get(name) or packaged_template(name) for name in template_names()})
+    return _build({name: overrides.get(name) or packaged_template(name) for name in template_names()},
+                  overrides.get(API))
 
 
 PASTE_SHARE = 0.5  # a known program this large a part of a proposal's code, held nearly whole in it: a paste

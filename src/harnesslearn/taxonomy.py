@@ -263,3 +263,103 @@ def harness_kind(source: str) -> str:
     from harnesslearn.zoo import NEAR_COPY, nearest
 
     return "zoo_copy" if nearest(source)[1] >= NEAR_COPY else solver_use(source)
+
+
+def runs_solver_code(source: str) -> bool:
+    """Whether a harness runs code the solver wrote: a ``model.python(...)`` call whose code argument comes from
+    the solver's output (the zoo's interpreter loop, the runtime API's "write a program and run it" pattern).
+
+    Read from the source, never run: in ``solve`` and in every module function the model is passed to (followed
+    as :func:`solver_use` follows it, with the parameters it is handed solver output in marked), a name is the
+    solver's output when something assigned to it (``=``,
+    ``+=``, a ``for`` target, a walrus, ``with ... as``) holds a call of the model (``model(...)``,
+    ``model.generate(...)``; not ``model.python`` or ``model.search``), a call that is handed the model, or a name
+    already marked so, repeated until nothing changes; the code argument is marked the same way. What it does
+    not catch: solver output that reaches the code through a container mutated in place (``parts.append(reply)``
+    then ``model.python("".join(parts))``), an attribute or a global, or a helper's return value when the model is
+    not passed to the helper. Order is ignored (a name assigned the solver's output anywhere in the function is
+    marked everywhere), so code the harness wrote itself into a name that also holds solver output counts."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    solve = funcs.get("solve")
+    if solve is None or not solve.args.args:
+        return False
+    seen: set[tuple[str, str, frozenset[str]]] = set()
+    todo: list[tuple[Any, str, frozenset[str]]] = [(solve, solve.args.args[0].arg, frozenset())]
+    while todo:
+        fn, model, given = todo.pop()  # given: the parameters handed the solver's output by the caller
+        if (fn.name, model, given) in seen:
+            continue
+        seen.add((fn.name, model, given))
+        marked = _solver_output_names(fn, model, set(given))
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if (isinstance(f, ast.Attribute) and f.attr == "python" and isinstance(f.value, ast.Name)
+                    and f.value.id == model):
+                code = node.args[:1] + [k.value for k in node.keywords if k.arg == "code"]
+                if any(_holds_output(c, model, marked) for c in code):
+                    return True
+            callee = funcs.get(f.id) if isinstance(f, ast.Name) else None
+            if callee is None:
+                continue
+            # the model handed to a helper of the module: follow it there, with the parameters given solver output
+            params = [a.arg for a in callee.args.args]
+            bound = [(params[i], a) for i, a in enumerate(node.args) if i < len(params)]
+            bound += [(k.arg, k.value) for k in node.keywords if k.arg in params]
+            handles = [p for p, a in bound if isinstance(a, ast.Name) and a.id == model]
+            outputs = frozenset(p for p, a in bound if p not in handles and _holds_output(a, model, marked))
+            todo += [(callee, h, outputs) for h in handles]
+    return False
+
+
+def _holds_output(expr: ast.AST, model: str, marked: set[str]) -> bool:
+    """Whether ``expr`` holds a marked name, a call of the model other than its tools, or a call handed the model."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and node.id in marked:
+            return True
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == model:
+                return True
+            if (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == model
+                    and f.attr not in ("python", "search")):
+                return True
+            if any(isinstance(a, ast.Name) and a.id == model for a in [*node.args, *(k.value for k in node.keywords)]):
+                return True
+    return False
+
+
+def _solver_output_names(fn: ast.AST, model: str, marked: set[str]) -> set[str]:
+    """The names of ``fn`` that hold the solver's output (see :func:`runs_solver_code`), from ``marked`` to a
+    fixed point."""
+    pairs: list[tuple[ast.AST, ast.AST]] = []  # (target, value) of every binding in the function
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            pairs += [(t, node.value) for t in node.targets]
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value is not None:
+            pairs.append((node.target, node.value))
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            pairs.append((node.target, node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            pairs.append((node.optional_vars, node.context_expr))
+    grew = True
+    while grew:
+        grew = False
+        for target, value in pairs:
+            names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} - marked - {model}
+            if names and _holds_output(value, model, marked):
+                marked |= names
+                grew = True
+    return marked
+
+
+def solver_code_share(sources: Iterable[str]) -> float | None:
+    """The share of ``sources`` (proposals' harnesses) that run solver-written code (:func:`runs_solver_code`);
+    None for none."""
+    flags = [runs_solver_code(s) for s in sources]
+    return sum(flags) / len(flags) if flags else None

@@ -147,10 +147,13 @@ def test_context_rows_keep_the_zoo_edits_that_improve(tmp_path: Path) -> None:
             return await context_rows(task, load_harness("minimal"), 5, ex, render_messages, settings)
 
     rows, counts = asyncio.run(go())
-    kept = {r["provenance"]["source"] for r in rows}
+    kept = {r["provenance"]["candidate"] for r in rows}
     assert {"zoo:interpreter_loop", "zoo:reason_extract"} <= kept, (kept, counts)
-    assert counts["zoo:kept"] == len(rows)
+    assert counts["zoo:kept"] == len(rows) and counts["zoo:proposed"] == 5
     for r in rows:
         prov = r["provenance"]
         assert prov["J_before"] == 0.0 and prov["J_after"] == 1.0 and prov["harness_id"] != prov["parent_id"]
+        assert prov["source"] == "zoo" and prov["parent"] == "minimal" and prov["gain"] == 1.0
+        assert prov["known"]["copy"] and prov["known"]["nearest"] == prov["candidate"]  # the zoo arm: zoo files
+        assert prov["solver_code"] == (prov["candidate"] == "zoo:interpreter_loop")
         assert r["messages"][1]["content"].strip()

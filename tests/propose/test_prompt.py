@@ -122,3 +122,76 @@ def test_the_packaged_prompts_digest_changes_with_any_template_text(monkeypatch:
     monkeypatch.setattr(prompt_mod, "packaged_template",
                         lambda name: real(name) + (" (edited)" if name == "chat_system" else ""))
     assert prompt_mod.packaged_digest() != d
+
+
+# what the held-out-pattern prompts (propose/prompts_heldout/) change in the packaged ones, word for word
+HELDOUT_CUTS = {
+    "chat_system": [(", but it writes correct short Python programs", ""),
+                    ("let the solver write a program for the computation and run it with model.python(code); ", "")],
+    "system": [("let the solver write code and run it with model.python, ", "")],
+    "RUNTIME_API": [("Use it to let the solver write a computation as code and get its result (print the result!).",
+                     "The code must print its result."),
+                    ("Have the solver write a program and run it (it is far better at writing code than at exact "
+                     "arithmetic, counting or sorting in its head):", "")],
+}
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_heldout_prompts_are_the_packaged_ones_less_the_solver_program_advice() -> None:
+    """packaged:heldout: chat_system, system and the runtime API document as packaged, less exactly the advice to
+    run solver-written programs with model.python and the Patterns program that does it (nothing else differs,
+    so a change to the packaged prompts fails here until the folder follows); model.python stays documented, its
+    advice sentence replaced by what the tool needs (print the result)."""
+    from harnesslearn.propose.prompt import API, load_prompt_dir, packaged_prompt_dirs, packaged_template
+
+    assert "packaged:heldout" in packaged_prompt_dirs()
+    held = load_prompt_dir("packaged:heldout")
+    assert set(held) == set(HELDOUT_CUTS)
+    for name, cuts in HELDOUT_CUTS.items():
+        packaged = _words(runtime_api_doc() if name == API else packaged_template(name))
+        for cut, instead in cuts:
+            assert cut in packaged, (name, cut)
+            packaged = packaged.replace(cut, instead)
+        if name == API:  # the Patterns program itself: the code block under the cut paragraph
+            block = packaged[packaged.index("reply = model.generate([{\"role\": \"user\", \"content\": f\"Write"):
+                             packaged.index("Let it reason")]
+            assert "model.python(code)" in block
+            packaged = packaged.replace(block, "")
+        assert _words(packaged.replace(" ,", ",")) == _words(held[name].replace(" ,", ",")), name
+    assert "model.python(code, timeout=5.0)" in held[API] and "model.python" not in held["chat_system"]
+    from harnesslearn.errors import UserError
+
+    with pytest.raises(UserError, match="no such packaged prompt folder .the packaged ones: packaged:heldout"):
+        load_prompt_dir("packaged:nothing")
+
+
+def test_a_prompt_dirs_runtime_api_is_what_the_proposer_and_the_known_sources_see(tmp_path) -> None:
+    """A RUNTIME_API.md in a prompt folder replaces the API section of both prompt forms while the folder is in use
+    (and only then), and the known sources read its programs: the held-out folder shows no api program that runs
+    the solver's code (api:1 of the packaged document)."""
+    from harnesslearn import sources
+    from harnesslearn.propose.formats import ChatPrefill
+    from harnesslearn.propose.prompt import load_prompt_dir, use_prompts
+    from harnesslearn.taxonomy import runs_solver_code
+
+    (tmp_path / "RUNTIME_API.md").write_text("# API\n\nCall `model(prompt)`.\n\n    reply = model.generate(question)[0]\n")
+    mine = load_prompt_dir(str(tmp_path))
+    h = Harness(seed_source("minimal"))
+    with use_prompts(mine):
+        user = ChatPrefill().render(ctx(h))[1]["content"]
+        plain = build_prompt(Task(), h, feedback())
+    assert "Call `model(prompt)`." in user and "Call `model(prompt)`." in plain
+    assert runtime_api_doc().strip()[:200] not in user
+    assert runtime_api_doc().strip()[:200] in ChatPrefill().render(ctx(h))[1]["content"]  # the folder no longer in use
+    api = {k.name: k.source for k in sources.known_sources(tmp_path) if k.origin == "runtime_api"}
+    assert list(api) == ["api:1"] and "reply = model.generate(question)[0]" in api["api:1"]
+    with use_prompts(load_prompt_dir("packaged:heldout")):
+        shown = ChatPrefill().render(ctx(h))
+    assert "model.python(code" in shown[1]["content"] and "write a program" not in shown[0]["content"]
+    held = [k for k in sources.known_sources("packaged:heldout") if k.origin == "runtime_api"]
+    assert held and not any(runs_solver_code(k.source) for k in held)
+    assert any(runs_solver_code(k.source) for k in sources.known_sources() if k.origin == "runtime_api")
+    assert "zoo:interpreter_loop" in {k.name for k in sources.known_sources("packaged:heldout")}

@@ -135,6 +135,14 @@ def test_sft_then_grpo_change_every_lora_parameter(world: dict) -> None:
     (rec,) = [json.loads(line) for line in (d / "grpo" / "state" / "updates.jsonl").read_text().splitlines()]
     assert rec["update"] == 1 and {"generation", "reward", "update"} <= rec["seconds"].keys()
     assert "frac_reward_zero_std" in rec["trl"] and rec["reward_parts"]["J"] is not None and rec["adapter_norm"] > 0
+    # the groups' figures and the collapse check of the update (issue 62): entropy, distinct texts, copy share, the
+    # share of groups whose best beats its parent, the parents' J
+    g = rec["groups"]
+    assert isinstance(rec["entropy"], float) and rec["entropy"] == rec["trl"]["entropy"]
+    assert g["groups"] == 2 and 1.0 <= g["distinct_texts"] <= 4.0 and len(g["parents_J"]) == 2
+    assert g["parents_J_mean"] == pytest.approx(sum(g["parents_J"]) / 2, abs=1e-4)
+    assert 0.0 <= g["beats_parent_share"] <= 1.0 and g["valid"] <= 8
+    assert (g["copy_share"] is None) == (g["valid"] == 0) and isinstance(rec["collapse_alarm"], list)
 
     # resume: the same config with two updates continues from the state (the next contexts, the saved adapter)
     with pytest.raises(UserError, match="learning_rate"):  # a setting that shapes the run may not change

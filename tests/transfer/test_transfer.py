@@ -126,7 +126,8 @@ def test_the_gpu_pipeline_runs_every_stage_on_the_cpu(tmp_path: Path) -> None:
     ret = tmp_path / "w" / "ret"
     assert status["sftdata"]["kept"] >= 1  # the zoo's interpreter loop beat the seed on the score split
     kept = [json.loads(line) for line in (ret / "sft.jsonl").read_text().splitlines()]
-    assert kept[0]["provenance"]["source"] == "zoo:interpreter_loop"
+    assert (kept[0]["provenance"]["source"], kept[0]["provenance"]["candidate"]) == ("zoo", "zoo:interpreter_loop")
+    assert json.loads((ret / "sftdata.json").read_text())["source"] == "zoo"  # the zoo-teacher arm, labelled so
     assert (ret / "sft_adapter" / "adapter_model.safetensors").is_file()
     grpo = json.loads((ret / "grpo.json").read_text())
     assert grpo["steps"] == 1 and grpo["start"] == "sft_adapter"

@@ -77,17 +77,49 @@ def template_names() -> list[str]:
                   if p.name.endswith(".txt"))
 
 
+API = "RUNTIME_API"  # the key of a prompt folder's RUNTIME_API.md among its overrides
+PACKAGED = "packaged:"  # a prompt folder shipped in the package: packaged:NAME is propose/prompts_NAME/
+
+
+def api_doc() -> str:
+    """The harness runtime API as the proposer is shown it: the ``RUNTIME_API.md`` of the prompt folder in use
+    (``use_prompts``), else the packaged ``seeds/RUNTIME_API.md`` (``harness.runtime_api_doc``)."""
+    return _OVERRIDES.get(API) or runtime_api_doc()
+
+
+def packaged_prompt_dirs() -> list[str]:
+    """The prompt folders shipped in the package, as ``packaged:NAME`` (``propose/prompts_NAME/``)."""
+    return sorted(PACKAGED + p.name.removeprefix("prompts_") for p in resources.files("harnesslearn.propose").iterdir()
+                  if p.name.startswith("prompts_") and p.is_dir())
+
+
 def load_prompt_dir(path: str) -> dict[str, str]:
     """The templates a folder overrides (``NAME.txt`` for any packaged ``NAME``), checked at start: an
     unknown name, a placeholder of the packaged template that the override lacks, or one it does not know
-    (``$name``: ``string.Template``) is a UserError naming the file."""
+    (``$name``: ``string.Template``) is a UserError naming the file. A ``RUNTIME_API.md`` in the folder replaces
+    the runtime API document the prompts show (key :data:`API`; shown as it is, no placeholders). ``path``
+    ``packaged:NAME`` is a folder shipped in the package (``packaged_prompt_dirs``: ``packaged:heldout``, the
+    held-out-pattern control's prompts)."""
     from harnesslearn.errors import UserError
 
-    d = Path(path)
+    if path.startswith(PACKAGED):
+        d = Path(str(resources.files("harnesslearn.propose") / f"prompts_{path.removeprefix(PACKAGED)}"))
+        if not d.is_dir():
+            raise UserError(f"--prompt-dir {path}: no such packaged prompt folder (the packaged ones: "
+                            f"{', '.join(packaged_prompt_dirs()) or 'none'})")
+    else:
+        d = Path(path)
     if not d.is_dir():
         raise UserError(f"--prompt-dir {path}: not a folder")
     known = template_names()
     out: dict[str, str] = {}
+    if (d / f"{API}.md").is_file():
+        try:
+            out[API] = (d / f"{API}.md").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"--prompt-dir: cannot read {d / f'{API}.md'}: {e}") from None
+        if not out[API].strip():
+            raise UserError(f"--prompt-dir: {d / f'{API}.md'} is empty")
     for f in sorted(d.glob("*.txt")):
         name = f.name[:-4]
         if name not in known:
@@ -107,7 +139,8 @@ def load_prompt_dir(path: str) -> dict[str, str]:
                             f"that this template does not fill (it fills: {', '.join('$' + x for x in sorted(want)) or 'none'})")
         out[name] = text
     if not out:
-        raise UserError(f"--prompt-dir {path}: no NAME.txt template in it (the templates: {', '.join(known)})")
+        raise UserError(f"--prompt-dir {path}: no NAME.txt template (nor {API}.md) in it (the templates: "
+                        f"{', '.join(known)})")
     return out
 
 
@@ -272,7 +305,7 @@ def _sections(ctx: PromptContext) -> tuple[str, dict[str, Any]]:
     rendered = "\n\n".join(render_trace(i + 1, _trace_fields(p), trace_fmt) for i, p in enumerate(traces))
     return name, {
         "task": cap(ctx.task.description, 1500),
-        "api": runtime_api_doc().strip(),
+        "api": api_doc().strip(),
         "source": ctx.harness.source.rstrip("\n"),
         "n_problems": len(ctx.feedback.problems),
         "aggregate": render_aggregate(ctx.feedback, agg_fmt),

@@ -60,7 +60,9 @@ class ProposerSettings(Settings):
     sampling: Sampling = setting(Sampling(), None, "Sampling of the proposer's completions.")
     prompt_dir: str | None = setting(
         None, "--prompt-dir", "A folder of prompt templates (NAME.txt) that replace the packaged ones of the same name "
-        "(src/harnesslearn/propose/prompts/): each must keep the $placeholders of the one it replaces.")
+        "(src/harnesslearn/propose/prompts/): each must keep the $placeholders of the one it replaces; a RUNTIME_API.md "
+        "in it replaces the runtime API document shown. packaged:heldout: the held-out-pattern prompts (no advice to "
+        "run solver-written programs with model.python, no such program shown).")
 
 
 class MemorySettings(Settings):

@@ -173,7 +173,7 @@ class ExecutionReward:
             results, bars = self.runner.run(self._score(requests))
         step = self.step_offset + int(getattr(trainer_state, "global_step", 0) or 0)
         cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res,
-                           bars.get((par.id, self.tasks[spec].spec, int(sd))))
+                           bars.get((par.id, self.tasks[spec].spec, int(sd))), _child_source(par, prop, res))
                  for cid, spec, sd, par, pr, comp, prop, res
                  in zip(context_id, task_spec, seed, parents, prompts, completions, proposals, results, strict=True)]
         comps = self.sink.write(step, cands)
@@ -199,6 +199,16 @@ class ExecutionReward:
         bars = parent_scores(requests, self.executor, n=self.n_score, budgets=self.budgets)
         results, scored = await asyncio.gather(rewards, bars)
         return results, scored
+
+
+def _child_source(parent: Harness, proposal: str, result: RewardResult) -> str | None:
+    """The candidate harness a proposal produced (the reward applied the same edit), None where it produced none."""
+    if not result.produced:
+        return None
+    from harnesslearn.propose.edits import apply_proposal
+
+    ed = apply_proposal(parent.source, proposal)
+    return ed.source if ed.valid else None
 
 
 def updates_layout(cfg: GRPOTrainConfig) -> tuple[int, int]:
@@ -352,7 +362,8 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             policy = PolicyBackend(model, tok)
         render = (lambda msgs: chat_text(tok, msgs)) if training_format(cfg).chat else None
         stream = context_stream(cfg, runner, executor, tasks, policy, render, first=contexts0)
-        sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store)
+        sink = RolloutSink(Path(cfg.rollouts) if cfg.rollouts else out / "rollouts.jsonl", store,
+                           prompt_dir=cfg.proposer.prompt_dir)
         hooks = hooks or GRPOHooks()
         clock = PhaseClock(hooks)
         sampling = cfg.proposer.sampling
@@ -384,6 +395,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
         trainer.add_callback(clock.callback())
         trainer.add_callback(recorder(state, trainer.model, clock, sink, step0=step0, positions=stream.positions,
                                       contexts_per_update=cfg.grpo.contexts_per_update,
+                                      group_size=cfg.grpo.num_generations,
                                       settings=settings, waited=stream.take_waited))
         assert rt.solver is not None
         hooks.on_start(GRPORun(trainer, rt.solver, sink, executor.isolation))

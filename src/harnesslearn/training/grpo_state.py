@@ -8,8 +8,12 @@ optimizer update this module writes, under ``OUTPUT_DIR/state/``::
     adapter/adapter_config.json
     state.json                          updates done, contexts consumed, the settings that must not change
     updates.jsonl                       one line per update: reward parts, TRL's own figures (loss,
-                                        frac_reward_zero_std, clipped ratio, ...), seconds per phase,
-                                        peak GPU memory, the adapter's norm
+                                        frac_reward_zero_std, clipped ratio, entropy, ...), seconds per
+                                        phase, peak GPU memory, the adapter's norm, the groups' figures
+                                        (``rollouts.group_stats``: distinct texts per group, copy share,
+                                        share beating the parent, parents' J), the policy's entropy
+                                        (TRL's) and the collapse alarm's reasons (``rollouts.collapse_alarm``,
+                                        also a log line)
 
 A run with ``resume: true`` starts from ``adapter/`` and skips the contexts already consumed
 (contexts are planned deterministically from the seed, so the next update sees exactly the contexts
@@ -122,14 +126,19 @@ def adapter_norm(model: Any) -> float:
 
 
 def recorder(saved: GRPOState, model: Any, clock: Any, sink: Any, *, step0: int, positions: list[int],
-             contexts_per_update: int, settings: dict[str, Any], waited: Callable[[], float] | None = None) -> Any:
+             contexts_per_update: int, settings: dict[str, Any], waited: Callable[[], float] | None = None,
+             group_size: int = 0) -> Any:
     """A transformers ``TrainerCallback`` that saves the state after every optimizer update and
     appends the update's record to ``updates.jsonl`` (``clock``: the run's ``PhaseClock``; ``sink``:
     its ``RolloutSink``, whose last entry holds the update's reward parts; ``positions``: the stream
     position of each row of the training dataset, in order; ``waited``: seconds the trainer waited for
-    contexts since it was last called, recorded as the update's "contexts" phase)."""
+    contexts since it was last called, recorded as the update's "contexts" phase; ``group_size``: completions per
+    context, for the collapse alarm)."""
+    import sys
 
     from transformers import TrainerCallback
+
+    from harnesslearn.training.rollouts import collapse_alarm
 
     def consumed(steps: int) -> int:  # stream positions used up after ``steps`` updates of this process
         return positions[steps * contexts_per_update - 1] + 1
@@ -170,6 +179,13 @@ def recorder(saved: GRPOState, model: Any, clock: Any, sink: Any, *, step0: int,
                 rec["gpu_used_gb"] = round((total - free) / 2**30, 2)
             if sink.history:
                 rec["reward_parts"] = {k: v for k, v in sink.history[-1].items() if k != "step"}
+            if getattr(sink, "group_history", None):
+                rec["groups"] = {k: v for k, v in sink.group_history[-1].items() if k != "step"}
+                alarm = collapse_alarm(rec["groups"], group_size)
+                rec["collapse_alarm"] = alarm
+                if alarm:
+                    print(f"harnesslearn: COLLAPSE ALARM at update {updates}: {'; '.join(alarm)}", file=sys.stderr,
+                          flush=True)
             clock.phases.clear()
             self.pending = rec
 
@@ -177,7 +193,7 @@ def recorder(saved: GRPOState, model: Any, clock: Any, sink: Any, *, step0: int,
             if not self.pending:
                 return
             trl = {k: v for k, v in (logs or {}).items() if isinstance(v, int | float)}
-            saved.append({**self.pending, "trl": trl})
+            saved.append({**self.pending, "entropy": trl.get("entropy"), "trl": trl})
             self.pending = {}
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:

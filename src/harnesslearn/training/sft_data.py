@@ -4,9 +4,10 @@ filtered into a chat-format JSONL for SFT.
 For each training family and each of ``contexts_per_family`` problem seeds: evaluate the seed on
 the feedback split, build the proposer prompt from that feedback (the ``plain-search`` format, the
 test-time prompt), sample ``candidates`` teacher revisions (``propose.rounds.revise``), and evaluate
-each valid one on the score split. A revision is kept when its J beats the seed's J on the same
-score problems by more than ``min_gain`` and it passes the quality screen (``screen.py``: valid
-edit, compiles, no literal question->answer table, no file/process/network access, size limits).
+each valid one on the score split. A revision is kept by the keep rule every SFT-data generator
+shares (``keep.KeepRule``): it passes the quality screen (``screen.py``: valid edit, compiles, no
+literal question->answer table, no file/process/network access, size limits) and its J beats the
+seed's J on the same score problems by more than ``min_gain``.
 Candidates whose score could not be computed (infrastructure failure) are dropped and counted.
 
 Each kept line: ``{"messages": [{"role": "user", "content": PROMPT}, {"role": "assistant",
@@ -34,7 +35,8 @@ from harnesslearn.sandbox.protocol import HarnessExecutor
 from harnesslearn.seeding import child_seed
 from harnesslearn.training.config import SFTDataConfig
 from harnesslearn.training.contexts import load_tasks, task_spec
-from harnesslearn.training.screen import KINDS, classify_revision, screen
+from harnesslearn.training.keep import KeepRule
+from harnesslearn.training.screen import KINDS, classify_revision
 
 
 async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecutor, task: Any, seed_h: Harness, ctx_index: int,
@@ -62,6 +64,7 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
         raise InfraError(f"the teacher {cfg.teacher} failed on {e}") from None
     questions = [p.question for p in fb.problems] + [p.question for p in before.problems]
     counts: Counter[str] = Counter()
+    rule = KeepRule(margin=cfg.min_gain, max_source_chars=cfg.max_source_chars, max_source_lines=cfg.max_source_lines)
 
     async def judge(i: int) -> dict[str, Any] | None:
         ed, text = cands[i].edit, cands[i].proposal
@@ -70,20 +73,16 @@ async def _one_context(cfg: SFTDataConfig, teacher: Any, executor: HarnessExecut
         if not (ed.valid and ed.source is not None):
             counts["invalid_edit"] += 1
             return None
-        rejected = screen(ed.source, questions=questions, max_chars=cfg.max_source_chars,
-                          max_lines=cfg.max_source_lines)
+        rejected = rule.static(ed.source, questions)
         if rejected:
-            counts.update(f"screen:{r}" for r in rejected)
+            counts.update(rejected)
             return None
         child = Harness(ed.source, parent_id=seed_h.id, edit=text)
         after = await evaluate(child, task, "score", n_score, pseed, executor, budgets, progress=False)
-        if after.J is None or before.J is None:
-            counts["infra_error"] += 1
+        verdict = rule.verdict(after.J, before.J)
+        counts[verdict] += 1
+        if verdict != "kept":
             return None
-        if not after.J > before.J + cfg.min_gain:
-            counts["not_improved"] += 1
-            return None
-        counts["kept"] += 1
         return {
             "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": continuation(text, prompt)}],
             "provenance": {

@@ -159,7 +159,7 @@ def _bf16_view(adapter: Path, tmp: Path) -> Path:
 
 
 # what a new chain keeps of an earlier run: its SFT data (the rows and the record of how they were collected)
-NEW_CHAIN_KEEP = ("sft.jsonl", "sftdata.json", "sftdata_jobs.jsonl")
+NEW_CHAIN_KEEP = ("sft.jsonl", "sftdata.json", "sftdata_jobs.jsonl", "sftdata_pool.jsonl")
 
 
 def restore(work: str | Path, src: str | Path, *, new_chain: bool = False) -> list[str]:

@@ -32,8 +32,14 @@ ProposerArm = Literal["base", "sft", "rl"]
 ARMS: tuple[Arm, ...] = ("zoo", "base", "sft", "rl", "base_mem", "sft_mem", "rl_mem", "rules")
 
 
+SFTSource = Literal["zoo", "self"]
+ParentKind = Literal["seed", "zoo", "winners"]
+
+
 class SFTDataStage(Settings):
-    """sftdata: zoo revisions and best-of-N self samples, kept on a strict score-split gain."""
+    """sftdata: the zoo-teacher arm (zoo revisions of the seed and best-of-N self samples) or expert iteration
+    (the proposer's own revisions of parents drawn from a pool, no zoo-file rows), kept by the one keep rule
+    (``training.keep``) on a score-split gain above a margin."""
 
     minutes: float = setting(4.0, None, "Deadline of the stage, minutes.", lo=0.0)
     contexts: int = setting(6, None, "Contexts per training family.", lo=1, hi=100_000)
@@ -41,9 +47,28 @@ class SFTDataStage(Settings):
                                   "gain on its score split).")
     self_samples: int = setting(4, None, "Best-of-N samples of the proposer itself per context (0: zoo only).",
                                 lo=0, hi=1_000)
+    source: SFTSource = setting("zoo", None, "Where the rows come from: zoo (the zoo-teacher arm, labelled so: each "
+                                "zoo file written as a revision of the minimal seed, plus self_samples best-of-N "
+                                "samples of the proposer on the seed) | self (expert iteration, no teacher: "
+                                "self_samples proposals per context of a parent drawn from sftdata.parents; a copy of "
+                                "any known source is dropped; no zoo-file rows).")
+    margin: float = setting(0.0, None, "A row is kept only if its score-split J beats its parent's by more than "
+                            "this (0: strictly better).", lo=0.0, hi=1.0)
+    parents: tuple[ParentKind, ...] = setting(("seed", "zoo", "winners"), None, "The pool a self context's parent is "
+                                              "drawn from (uniformly, with the context's seed): seed (the minimal "
+                                              "seed), zoo (the reasoning zoo harnesses built for the task), winners "
+                                              "(the family's harnesses kept so far, ret/sftdata_pool.jsonl). The zoo "
+                                              "arm revises the seed.")
+    hold_out_loop: bool = setting(False, None, "The held-out-pattern control: drop every row, zoo candidate and "
+                                  "parent that runs solver-written code with model.python "
+                                  "(taxonomy.runs_solver_code: the zoo's interpreter loop and its kin).")
     in_flight: int = setting(96, None, "Contexts evaluated at once (H200: all 250 at once finished 7 in 9 minutes; "
                              "32 kept the engine at ~52 requests running, 0 waiting, GPU 10 %, host load 2 of 16: "
                              "too little work in flight).", lo=1, hi=100_000)
+
+    def model_post_init(self, _: object) -> None:
+        if not self.parents:
+            raise UserError("sftdata.parents must name at least one of seed, zoo, winners")
 
 
 class SFTStage(Settings):
@@ -57,6 +82,9 @@ class SFTStage(Settings):
                               "reach ~4,000 tokens, their whole-file completions ~2,000).", lo=16, hi=1_048_576)
     max_same_completion: int | None = setting(None, None, "At most this many rows with one same completion (None: "
                                               "all; the stretch-4 SFT had 187 rows, 34 distinct completions).", lo=1)
+    hold_out_loop: bool = setting(False, None, "The held-out-pattern control: train without the rows whose harness runs "
+                                  "solver-written code with model.python (zoo_sft.loop_row; rows of an earlier "
+                                  "sftdata run included).")
 
 
 class GRPOStage(Settings):

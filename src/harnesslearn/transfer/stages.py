@@ -1,9 +1,11 @@
 """The stages of the transfer experiment, each reading and writing files under ``ret`` (the folder
 that comes back from the GPU machine) and each stopping at its deadline with what finished:
 
-    sftdata  zoo revisions + best-of-N self samples on paper-train contexts, kept on a strict gain
-             -> ret/sft.jsonl (a line per kept row, as each context finishes), ret/sftdata.json;
-             resumable (ret/sftdata_jobs.jsonl: the contexts done)
+    sftdata  zoo revisions + best-of-N self samples of the seed (source zoo), or the proposer's own
+             revisions of parents drawn from a pool (source self: expert iteration), on paper-train
+             contexts, kept by the one keep rule -> ret/sft.jsonl (a line per kept row, as each
+             context finishes), ret/sftdata.json; resumable (ret/sftdata_jobs.jsonl: the contexts
+             done; ret/sftdata_pool.jsonl: self's winners)
     sft      LoRA SFT (TRL) on ret/sft.jsonl -> ret/sft_adapter/, ret/sft.json
     grpo     GRPO with the exact reward (training.grpo.run_grpo, chat form, rewrite prefill), from the
              SFT adapter, resumable -> ret/grpo/state/ (adapter, state.json, updates.jsonl),
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sys
 import time
@@ -110,32 +113,57 @@ def state_of(counts: Any) -> str:
 
 # ----------------------------------------------------------------------------- sftdata
 async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
-    """Resumable: each finished context is recorded in ``ret/sftdata_jobs.jsonl`` after its rows, and a
-    later run (the stage is ``partial`` until every context is done) skips those contexts; ``force``
-    starts over."""
+    """The SFT rows of ``sftdata.source`` (``zoo_sft``): the zoo arm revises the minimal seed with the zoo files
+    and best-of-N proposer samples; self (expert iteration) samples the proposer on a parent drawn per context from
+    the pool (the seed, the zoo harnesses, the family's earlier winners: the kept harnesses of ``ret/sft.jsonl``,
+    listed in ``ret/sftdata_pool.jsonl`` as their contexts finish, so which winners a context may draw depends on
+    what finished before it started). Resumable: each finished context is recorded in ``ret/sftdata_jobs.jsonl``
+    after its rows, and a later run (the stage is ``partial`` until every context is done) skips those contexts;
+    ``force`` starts over; a ``ret`` holding rows of the other source is refused."""
+    from harnesslearn import zoo
     from harnesslearn.harness import load_harness
     from harnesslearn.propose.prompt import load_prompt_dir
     from harnesslearn.seeding import child_seed
     from harnesslearn.tasks import load_task
-    from harnesslearn.training.zoo_sft import ZooSFTSettings, context_rows, summarise_rows
+    from harnesslearn.taxonomy import runs_solver_code
+    from harnesslearn.training.keep import KeepRule
+    from harnesslearn.training.zoo_sft import (
+        ZOO_NAMES,
+        ZooSFTSettings,
+        context_rows,
+        draw_parent,
+        parent_pool,
+        summarise_rows,
+        winner_record,
+    )
 
     t0 = time.time()
+    d = s.sftdata
+    out, log, pool_path = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl", ret / "sftdata_pool.jsonl"
+    if s.force:
+        for f in (out, log, pool_path):
+            f.unlink(missing_ok=True)
+    done_jobs = read_jsonl(log)
+    other = {j.get("source", "zoo") for j in done_jobs} - {d.source}
+    if other:
+        raise UserError(f"sftdata: {log} holds contexts of source {', '.join(sorted(other))}, not {d.source}: "
+                        "rows of two arms would mix in one sft.jsonl (--force starts over; or another --work)")
     render = renderer(s)
     seed_h = load_harness("minimal")
-    d = s.sftdata
+    zoo_names = tuple(n for n in ZOO_NAMES if not (d.hold_out_loop and runs_solver_code(zoo.source(n))))
+    rule = KeepRule(margin=d.margin, drop_copies=d.source == "self", prompt_dir=s.proposer.prompt_dir,
+                    hold_out_loop=d.hold_out_loop)
     settings = ZooSFTSettings(splits=d.splits, samples=d.self_samples, budgets=s.budgets,
-                              proposer=s.proposer.with_(format=s.training_format),
+                              proposer=s.proposer.with_(format=s.training_format), rule=rule,
+                              zoo_names=zoo_names if d.source == "zoo" else (),
                               prompts=load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {},
                               labels={"solver": s.solver or SOLVER_NAME, "proposer": s.model})
     tasks = {f: load_task(f"rg:{f}") for f in s.families}
-    out, log = ret / "sft.jsonl", ret / "sftdata_jobs.jsonl"
-    if s.force:
-        out.unlink(missing_ok=True)
-        log.unlink(missing_ok=True)
-    done_jobs = read_jsonl(log)
     finished = {(j["family"], j["seed"]) for j in done_jobs}
     kept = [r for r in read_jsonl(out) if (r["provenance"]["family"], r["provenance"]["seed"]) in finished]
     write_jsonl(out, kept)  # rows of a context cut off before its record are dropped: it runs again
+    winners = [w for w in read_jsonl(pool_path) if (w["family"], w["seed"]) in finished]
+    write_jsonl(pool_path, winners)
     counts: Counter[str] = Counter()
     for j in done_jobs:
         counts.update(j["counts"])
@@ -143,11 +171,16 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
     todo = [j for j in jobs if j not in finished]
 
     def done(job: Any, r: Any) -> None:
-        rows, c = r
+        rows, c, parent = r
         counts.update(c)
         kept.extend(rows)
         append_jsonl(out, rows)
-        append_jsonl(log, [{"family": job[0], "seed": job[1], "kept": len(rows), "counts": dict(c)}])
+        if d.source == "self":
+            won = [winner_record(row) for row in rows]
+            winners.extend(won)
+            append_jsonl(pool_path, won)
+        append_jsonl(log, [{"family": job[0], "seed": job[1], "kept": len(rows), "counts": dict(c),
+                            "source": d.source, "parent": parent}])
 
     n = StageCounts()
     if todo:
@@ -156,13 +189,27 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 
             async def one(job: tuple[str, int]) -> Any:
                 f, pseed = job
-                return await context_rows(tasks[f], seed_h, pseed, rt.sandbox, render, settings, proposer=proposer)
+                name, parent = "minimal", seed_h
+                if d.source == "self":  # an empty pool (winners only, none yet): the seed
+                    pool = parent_pool(tasks[f], pseed, seed_h, d.parents, winners, hold_out_loop=d.hold_out_loop)
+                    name, parent = draw_parent(pool, pseed) if pool else (name, parent)
+                rows, c = await context_rows(tasks[f], parent, pseed, rt.sandbox, render, settings,
+                                             proposer=proposer, parent_name=name)
+                return rows, c, name
 
             n = await run_until(todo, t0 + d.minutes * 60, one, done, concurrency=d.in_flight, label="sftdata")
-    recorded = {(j["family"], j["seed"]) for j in read_jsonl(log)}
+    recorded = {(j["family"], j["seed"]): j for j in read_jsonl(log)}
     contexts = sum(j in recorded for j in jobs)  # of this plan (a log of a larger plan may hold more)
-    summary = summarise_rows(kept, counts, contexts)
-    summary.update(seconds=round(time.time() - t0, 1), n_score=d.splits.n_score, self_samples=d.self_samples,
+    summary = summarise_rows(kept, counts, contexts, per_context=[recorded[j]["kept"] for j in jobs if j in recorded])
+    by_parent: dict[str, list[int]] = {}
+    for job in jobs:
+        if job in recorded:
+            kind = str(recorded[job].get("parent") or "minimal").split(":")[0]
+            by_parent.setdefault(kind, []).append(recorded[job]["kept"])
+    summary.update(source=d.source, margin=d.margin, parents=list(d.parents) if d.source == "self" else ["seed"],
+                   hold_out_loop=d.hold_out_loop, prompt_dir=s.proposer.prompt_dir,
+                   yield_per_parent={k: {"contexts": len(v), "kept": sum(v)} for k, v in sorted(by_parent.items())},
+                   seconds=round(time.time() - t0, 1), n_score=d.splits.n_score, self_samples=d.self_samples,
                    families=list(s.families), solver=s.solver or SOLVER_NAME, counts_jobs=n.as_dict(),
                    contexts_planned=len(jobs), rows_per_context=round(len(kept) / contexts, 3) if contexts else None)
     write_json(ret / "sftdata.json", summary)
@@ -174,10 +221,19 @@ async def sftdata(s: TransferSettings, ret: Path) -> dict[str, Any]:
 def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
     from harnesslearn.training.config import SFTTrainConfig
     from harnesslearn.training.sft import SFTDiverged, run_sft
+    from harnesslearn.training.zoo_sft import loop_row
 
     data = ret / "sft.jsonl"
-    if not read_jsonl(data):
-        return {"state": "skipped", "reason": "the sftdata stage kept no rows"}
+    rows = read_jsonl(data)
+    held_out = 0
+    if s.sft.hold_out_loop:  # the control trains on the rows without the held-out pattern
+        kept = [r for r in rows if not loop_row(r)]
+        held_out, data = len(rows) - len(kept), work / "sft_hold_out_loop.jsonl"
+        write_jsonl(data, kept)
+        rows = kept
+    if not rows:
+        return {"state": "skipped", "reason": "the sftdata stage kept no rows" + (
+            f" ({held_out} held out: they run solver-written code)" if held_out else "")}
     t0 = time.time()
     cfg = SFTTrainConfig(model=s.model, data=str(data), output_dir=str(work / "sft"), lora=s.lora,
                          trainer=s.sft.trainer.with_(bf16=not s.cpu, use_cpu=s.cpu), max_length=s.sft.max_length,
@@ -196,6 +252,7 @@ def sft(s: TransferSettings, ret: Path, work: Path) -> dict[str, Any]:
             print(f"[transfer] sft: {e}; again at learning rate {lr / 2:g}", file=sys.stderr, flush=True)
             cfg = cfg.with_(**{"trainer.learning_rate": lr / 2, "output_dir": f"{cfg.output_dir}-{len(tries)}"})
     res["diverged_tries"] = tries
+    res.update(hold_out_loop=s.sft.hold_out_loop, rows_held_out=held_out)
     shutil.rmtree(ret / "sft_adapter", ignore_errors=True)
     shutil.copytree(res["adapter"], ret / "sft_adapter")
     res.update(seconds=round(time.time() - t0, 1), stopped_at_deadline=stop.stopped, step_seconds=stop.steps)
@@ -334,17 +391,19 @@ FIXED_ARMS = ("zoo", "rules")
 
 def row_key(r: dict[str, Any]) -> tuple[Any, ...]:
     """What makes an eval row unique: its arm and family, the splits and problem seed it ran on, and, for a proposer
-    arm, the parent it revised and the rounds (rows from before those settings: the minimal seed, one round)."""
+    arm, the parent it revised, the rounds and the prompt folder (rows from before those settings: the minimal
+    seed, one round, the packaged prompts)."""
     fixed = r["arm"] in FIXED_ARMS
     return (r["arm"], r["family"], r.get("n_score"), r.get("eval_seed"),
-            "" if fixed else r.get("parent", "seed"), 0 if fixed else r.get("rounds", 1))
+            "" if fixed else r.get("parent", "seed"), 0 if fixed else r.get("rounds", 1),
+            None if fixed else r.get("prompt_dir"))
 
 
 def stage_key(s: TransferSettings, arm: str, fam: str) -> tuple[Any, ...]:
     """``row_key`` of the row the eval stage's settings ask for."""
     e = s.eval
     return row_key({"arm": arm, "family": fam, "n_score": e.splits.n_score, "eval_seed": e.seed, "parent": e.parent,
-                    "rounds": e.rounds})
+                    "rounds": e.rounds, "prompt_dir": s.proposer.prompt_dir})
 
 
 def eval_missing(s: TransferSettings, ret: Path) -> int:
@@ -370,6 +429,8 @@ async def evaluate_arms(s: TransferSettings, ret: Path, work: Path) -> dict[str,
     e = s.eval
     async with arm_runtime(s, ret, work, e.arms, "eval") as (rt, arms):
         tag = f"{e.parent}-r{e.rounds}-n{e.splits.n_score}-s{e.seed}"
+        if s.proposer.prompt_dir:  # runs asked with other prompts are other runs (adapt refuses to resume them)
+            tag += "-" + re.sub(r"\W+", "_", Path(s.proposer.prompt_dir.removeprefix("packaged:")).name)
         job = EvalJob(s, rt, load_harness("minimal"), SharedEvaluations(), shipped_memory(work),
                       work / "eval_runs" / tag)
         jobs = [(arm, fam) for fam in e.families for arm in e.arms
@@ -447,7 +508,7 @@ class EvalJob:
                 if top is not None:
                     parent, pname = hs[top], f"zoo:{top}"
             pte = await self.evaluation(parent, task, "test")
-            row.update(parent=e.parent, parent_name=pname, rounds=e.rounds,
+            row.update(parent=e.parent, parent_name=pname, rounds=e.rounds, prompt_dir=s.proposer.prompt_dir,
                        parent_score_J=(await self.evaluation(parent, task, "score")).J, parent_test_J=pte.J,
                        parent_scores=_scores(pte), parent_taxonomy=taxonomy_counts(pte))
             picked = await self.adapted(arm, task, row, arms[arm.removesuffix("_mem")], parent)
@@ -463,7 +524,7 @@ class EvalJob:
             near, ratio = zoo.nearest(picked[1].source)
             row.update(picked=picked[0], score_J=picked[2], test_J=tev.J, after_scores=_scores(tev), improved=True,
                        picked_source=picked[1].source, nearest_zoo=near, nearest_zoo_ratio=round(ratio, 3),
-                       picked_provenance=sources.provenance(picked[1].source), taxonomy=taxonomy_counts(tev))
+                       picked_provenance=sources.provenance(picked[1].source, prompt_dir=s.proposer.prompt_dir), taxonomy=taxonomy_counts(tev))
         row["wall_s"] = round(time.time() - t, 1)
         return row
 
@@ -495,6 +556,7 @@ class EvalJob:
         from harnesslearn.settings.adapt import AdaptSettings
         from harnesslearn.settings.groups import MemorySettings
         from harnesslearn.store import Store
+        from harnesslearn.taxonomy import runs_solver_code
 
         s, e, fam = self.s, self.s.eval, task.family
         rd = self.runs / arm / fam
@@ -530,7 +592,8 @@ class EvalJob:
             c: dict[str, Any] = {"round": p.round, "idx": p.idx, "valid": p.valid, "reason": p.reason,
                                  "harness_id": p.harness_id}
             if p.harness_id:
-                c.update(sources.provenance(children[p.harness_id].source),
+                c.update(sources.provenance(children[p.harness_id].source, prompt_dir=s.proposer.prompt_dir),
+                         solver_code=runs_solver_code(children[p.harness_id].source),
                          score_J=(await self.evaluation(children[p.harness_id], task, "score")).J)
             candidates.append(c)
         trace = [{"round": r["round"], "best_harness_id": r["best_harness_id"], "score_J": r["best_score_J"],
@@ -543,6 +606,8 @@ class EvalJob:
                    distinct=len(children),  # distinct valid revisions among the K: a peaked proposer repeats itself
                    invalid_reasons=dict(Counter(str(p.reason) for p in props if not p.valid)),
                    uses_python=sum("model.python" in h.source for h in children.values()),
+                   # distinct valid revisions that run solver-written code with model.python (the held-out pattern)
+                   solver_code=sum(runs_solver_code(h.source) for h in children.values()),
                    candidate_score_J=js, candidates=candidates, round_trace=trace,
                    proposal_texts=[(p.raw or "")[-3000:] for p in props])
         if res.best_harness_id == parent.id:
