@@ -12,6 +12,7 @@ import typer
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import finite
 from harnesslearn.sandbox.executors import EXECUTOR_HELP
+from harnesslearn.untrusted import encodable, escape
 
 app = typer.Typer(
     add_completion=False,
@@ -67,11 +68,14 @@ def write_output(path: str, text: str) -> None:
 
 def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
     """Print a result: one JSON object on stdout (never NaN or Infinity: those are null), or a human-readable
-    summary."""
+    summary. Text that UTF-8 cannot carry (a lone surrogate from untrusted output) is written escaped."""
     if as_json:
-        sys.stdout.write(json.dumps(finite(obj), ensure_ascii=False, default=str, allow_nan=False) + "\n")
+        text = json.dumps(finite(obj), ensure_ascii=False, default=str, allow_nan=False)
+        if not encodable(text):
+            text = json.dumps(finite(obj), default=str, allow_nan=False)
     else:
-        sys.stdout.write((human if human is not None else json.dumps(obj, indent=2, default=str)) + "\n")
+        text = escape(human if human is not None else json.dumps(obj, indent=2, default=str))
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
