@@ -440,11 +440,14 @@ def _open_run(store: Store, run_id: str, identity: dict[str, str], settings: Ada
     old = existing.config
     diff = []
     for k, v in identity.items():
-        if old.get(k) == v or (k == "memory_shown" and k not in old):  # runs made before it was recorded
+        if old.get(k) == v or (k in ("memory_shown", "scorer") and k not in old):  # runs made before it was recorded
             continue
         diff.append("the harness memory would show other entries than the run saw (an entry added, removed or "
                     "changed, or another memory file); resume with the memory it had, or start a new run"
-                    if k == "memory_shown" else f"{k} (recorded {old.get(k)!r}, now {v!r})")
+                    if k == "memory_shown" else
+                    "the scorer's source changed since the run was recorded (its J would not compare with the "
+                    "recorded rounds'); resume with the scorer it had, or start a new run"
+                    if k == "scorer" else f"{k} (recorded {old.get(k)!r}, now {v!r})")
     diff += settings.changes(old)
     if diff:
         raise UserError(f"cannot resume {store.run_dir}: settings differ from the recorded run: {'; '.join(diff)}")
@@ -598,6 +601,8 @@ async def adapt(
     seed_h = seed_harness or default_seed(task)
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
+    if task.scorer_digest is not None:  # the metric's source, not only its name, is an input of the run
+        identity["scorer"] = task.scorer_digest
     from harnesslearn.memory import default_path, fingerprint, open_for
 
     prompts = load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {}  # checked before anything runs

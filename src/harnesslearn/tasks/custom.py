@@ -66,6 +66,9 @@ class CustomTask(FileTask):
         self.tools = tools
         self._score = score
         self._score_name = getattr(score, "__qualname__", repr(score))
+        from harnesslearn.pyref import source_digest
+
+        self.scorer_digest = source_digest(score)
         self._description = description
         probs = [_problem(r, f"{name}: problem {i}") for i, r in enumerate(problems)]
         ids = [p.id for p in probs]
