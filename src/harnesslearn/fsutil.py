@@ -92,11 +92,12 @@ def json_lines(name: str, lines: Iterable[str]) -> Iterator[tuple[int, dict[str,
         yield lineno, row
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The bytes of a regular file that is not a symbolic link (``O_NOFOLLOW``), at most ``max_bytes``:
-    a FIFO, a device, a link (to ``/dev/zero`` or out of a folder) or a larger file is an OSError or a
-    ValueError, never a hang or a read without end."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def read_regular(path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False) -> bytes:
+    """The bytes of a regular file that is not a symbolic link (``O_NOFOLLOW``; ``follow_links``: a link to a
+    regular file will do), at most ``max_bytes``: a FIFO, a device, a link (to ``/dev/zero`` or out of a
+    folder) or a larger file is an OSError or a ValueError, never a hang or a read without end."""
+    nofollow = 0 if follow_links else os.O_NOFOLLOW
+    fd = os.open(path, os.O_RDONLY | nofollow | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -32,6 +32,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnesslearn.fsutil import read_regular
 from harnesslearn.harness import Harness, runtime_api_doc
 from harnesslearn.models.base import Messages
 
@@ -77,8 +78,12 @@ def template_names() -> list[str]:
                   if p.name.endswith(".txt"))
 
 
+MAX_TEMPLATE_BYTES = 256 * 1024  # a prompt template of a user's: the packaged ones are under 4 KB
+
+
 def load_prompt_dir(path: str) -> dict[str, str]:
-    """The templates a folder overrides (``NAME.txt`` for any packaged ``NAME``), checked at start: an
+    """The templates a folder overrides (``NAME.txt`` for any packaged ``NAME``), checked at start: a file
+    that is not a regular one (a FIFO, a device, a link to one) or is over ``MAX_TEMPLATE_BYTES``, an empty one, an
     unknown name, a placeholder of the packaged template that the override lacks, or one it does not know
     (``$name``: ``string.Template``) is a UserError naming the file."""
     from harnesslearn.errors import UserError
@@ -92,10 +97,12 @@ def load_prompt_dir(path: str) -> dict[str, str]:
         name = f.name[:-4]
         if name not in known:
             raise UserError(f"--prompt-dir: {f.name} overrides no template (the templates: {', '.join(known)})")
-        try:
-            text = f.read_text(encoding="utf-8").rstrip("\n")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"--prompt-dir: cannot read {f}: {e}") from None
+        try:  # a regular file (a FIFO's read never ends; /dev/zero's neither), and small
+            text = read_regular(f, MAX_TEMPLATE_BYTES, follow_links=True).decode("utf-8").rstrip("\n")
+        except (OSError, ValueError) as e:  # ValueError: UnicodeDecodeError, not a regular file, too large
+            raise UserError(f"--prompt-dir: cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
+        if not text.strip():
+            raise UserError(f"--prompt-dir: {f.name} is empty (remove it to keep the packaged template)")
         want, have = set(Template(packaged_template(name)).get_identifiers()), set(Template(text).get_identifiers())
         if not Template(text).is_valid():
             raise UserError(f"--prompt-dir: {f.name} has a '$' that is not a placeholder (write $$ for a dollar sign)")
