@@ -383,6 +383,35 @@ def test_ctrl_c_ends_a_run_whose_scorer_hangs_and_resume_finishes_it(env: dict[s
     assert done.returncode == 0 and json.loads(done.stdout)["proposals"] == 1, done.stderr[-2000:]
 
 
+LOUD = """
+import os, sys
+print("importing loud")
+
+def solver(prompt, **kw):
+    print("solver says hi")
+    os.write(1, b"raw fd 1 from the solver\\n")
+    return "1"
+
+def grade(answer, problem):
+    print("scorer says hi")
+    sys.stdout.write("scorer again\\n")
+    return 0.5
+"""
+
+
+def test_json_output_is_one_object_even_when_user_code_prints(env: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 65, item 5: a custom scorer's and a python: model's prints (through sys.stdout and fd 1) landed on
+    stdout before the JSON object. Now user code's output goes to stderr for the whole command."""
+    (tmp_path / "loud.py").write_text(LOUD)
+    loud = tmp_path / "loud.py"
+    p = cli("run", "minimal", "--task", f"jsonl:{env['task']}?scorer={loud}:grade", "--solver", f"python:{loud}:solver",
+            "--n", "2", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == 1 and json.loads(p.stdout)["J"] == 0.5, p.stdout[:500]
+    for said in ("importing loud", "solver says hi", "raw fd 1 from the solver", "scorer says hi", "scorer again"):
+        assert said in p.stderr, said
+
+
 def test_a_full_disk_mid_adapt_is_one_line_exit_1_and_resumable(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A real SQLITE_FULL ("database or disk is full"): the store's database may not grow past its first
