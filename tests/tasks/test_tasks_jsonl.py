@@ -132,6 +132,9 @@ def _rows(tmp_path, n=12):
     ("return True", "returned True"),
     ("return float('nan')", "returned nan"),
     ("return '1'", "returned '1'"),
+    ("import sys; sys.exit(0)", "the scorer .* raised SystemExit"),  # issue 65, item 6: exit 0, nothing said
+    ("raise SystemExit(3)", "the scorer .* raised SystemExit: 3"),  # exit 3 read as "invalid edit"
+    ("raise KeyboardInterrupt", "the scorer .* raised KeyboardInterrupt"),
 ])
 def test_a_users_scorer_gives_partial_credit_or_a_clear_error(tmp_path, body, needle):
     """`jsonl:FILE?scorer=FILE.py:FUNCTION`: the user's metric, in [0, 1]; a raise or a value out of range

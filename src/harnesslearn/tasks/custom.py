@@ -32,7 +32,8 @@ def checked_score(fn: ScoreFn, name: str, answer: str, problem: Problem) -> Scor
     """``fn(answer, problem)`` as a Score; a raise or a value outside [0, 1] is a UserError (one line)."""
     try:
         value = fn(answer, problem)
-    except Exception as e:  # noqa: BLE001 - the user's metric: any failure of it is theirs to see
+    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the user's metric: its failure, even
+        # sys.exit(0) (which would end the command with exit 0 and nothing said), is theirs to see
         raise UserError(f"the scorer {name} raised {type(e).__name__}: {str(e)[:200]} (problem {problem.id!r})") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= 1:
         raise UserError(f"the scorer {name} returned {value!r} for problem {problem.id!r}: a score is a number in "
