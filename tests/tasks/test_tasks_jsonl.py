@@ -132,6 +132,10 @@ def _rows(tmp_path, n=12):
     ("return True", "returned True"),
     ("return float('nan')", "returned nan"),
     ("return '1'", "returned '1'"),
+    ("import numpy; return numpy.float32(0.5)", None),  # issue 65, item 8: refused before
+    ("import decimal; return decimal.Decimal('0.5')", None),
+    ("import numpy; return numpy.bool_(True)", "returned"),
+    ("import decimal; return decimal.Decimal('NaN')", "returned"),
     ("import sys; sys.exit(0)", "the scorer .* raised SystemExit"),  # issue 65, item 6: exit 0, nothing said
     ("raise SystemExit(3)", "the scorer .* raised SystemExit: 3"),  # exit 3 read as "invalid edit"
     ("raise KeyboardInterrupt", "the scorer .* raised KeyboardInterrupt"),
@@ -195,3 +199,10 @@ def test_hostile_jsonl_rows_are_refused_naming_the_file_and_line(tmp_path, line,
 def test_an_option_value_of_over_4300_digits_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="digits"):
         load_task(f"jsonl:{_rows(tmp_path)}?n_score=" + "9" * 5000)
+
+
+@pytest.mark.parametrize("spec", ["jsonl:{f}?scorer=", "jsonl:{f}?scorer=%20"])
+def test_an_empty_option_value_is_refused_not_the_default(tmp_path, spec):
+    """Issue 65, item 8: `?scorer=` silently meant exact match (`?adapter=` the untrained proposer)."""
+    with pytest.raises(UserError, match="option 'scorer' has no value"):
+        load_task(spec.format(f=_rows(tmp_path)))
