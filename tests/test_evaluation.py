@@ -107,3 +107,39 @@ def test_the_gold_answer_never_reaches_a_worker(monkeypatch: pytest.MonkeyPatch)
     frames = "\n".join(sent)
     assert all(p.question in frames for p in ev.problems)
     assert "SECRET" not in frames and "META-" not in frames
+
+
+class Stuck(Table):
+    def score(self, answer: str, problem: Problem) -> Score:
+        import time
+
+        time.sleep(30)
+        return Score(1.0)
+
+
+def test_a_scorer_past_its_deadline_is_a_user_error_and_never_blocks_the_loop() -> None:
+    """Issue 65, item 4: scoring runs off the event loop under a deadline per answer (a user's scorer hanging in
+    the trusted process blocked the loop, and Ctrl-C with it)."""
+    import time
+
+    from harnesslearn.errors import UserError
+    from harnesslearn.evaluation import score_off_loop
+
+    ticks: list[float] = []
+
+    async def main() -> None:
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.05)
+
+        t = asyncio.create_task(tick())
+        try:
+            await score_off_loop(Stuck(), list(Stuck().candidates(0))[:1], [RunRecord("p0", Status.OK, answer="x")],
+                                 timeout_s=0.5)
+        finally:
+            t.cancel()
+
+    with pytest.raises(UserError, match="did not return within 0.5 s on problem 'p0'"):
+        asyncio.run(main())
+    assert len(ticks) >= 5  # the loop kept running while the scorer slept

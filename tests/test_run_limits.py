@@ -54,6 +54,43 @@ def test_a_proposer_token_cap_stops_the_run_and_a_larger_one_resumes_it(tmp_path
     assert html.returncode == 0 and "spend per round" in (d / "run" / "report.html").read_text()
 
 
+def test_a_proposer_token_cap_stops_the_independent_strategy_and_a_larger_one_resumes_it(tmp_path: Path) -> None:
+    """Issue 65, item 2: --strategy independent made all R x K proposals past any cap, recorded no "stopped" and
+    marked the run done. Its caps hold every K proposals: one batch of K, then stopped, resumable."""
+    opts = ("--strategy", "independent", "--candidates", "2")
+    p = scripted_adapt.adapt(tmp_path, *opts, "--max-proposer-tokens", "1", rounds=3)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["proposals"] == 2 and _calls(tmp_path) == 2, out
+    assert "stopped after 2 of round 1's proposals" in out["stopped"] and "proposer tokens" in out["stopped"]
+    c = sqlite3.connect(tmp_path / "run" / "runs.sqlite")
+    assert c.execute("SELECT status FROM runs").fetchone()[0] == "stopped"
+    c.close()
+    more = scripted_adapt.adapt(tmp_path, *opts, "--max-proposer-tokens", "1000000", "--resume", rounds=3)
+    assert more.returncode == 0, more.stderr[-2000:]
+    out = json.loads(more.stdout)
+    assert out["proposals"] == 6 and _calls(tmp_path) == 6 and "stopped" not in out
+
+
+def test_a_scorer_edited_between_a_capped_run_and_its_resume_is_refused(tmp_path: Path) -> None:
+    """Issue 65, item 3: the scorer's source is an input of the run (as the prompt templates are): a resume after
+    it changed would compare round 1's J (old metric) with round 2's (new); refused in one line, naming it."""
+    rows = [json.dumps({"id": f"q{i}", "question": f"gcd of {i} and 1?", "answer": "1"}) for i in range(40)]
+    (tmp_path / "t.jsonl").write_text("\n".join(rows) + "\n")
+    scorer = tmp_path / "score.py"
+    scorer.write_text("def grade(answer, problem):\n    return 0.0\n")
+    task = ("--task", f"jsonl:{tmp_path / 't.jsonl'}?scorer={scorer}:grade")
+    p = scripted_adapt.adapt(tmp_path, *task, "--max-proposer-tokens", "1", rounds=2)
+    assert p.returncode == 0 and "stopped before round 2" in json.loads(p.stdout)["stopped"], p.stderr[-2000:]
+    scorer.write_text("def grade(answer, problem):\n    return float(answer.strip() == problem.answer)\n")
+    again = scripted_adapt.adapt(tmp_path, *task, "--resume", rounds=2)
+    assert again.returncode == 2 and again.stdout == "" and again.stderr.count("\n") == 1, again.stderr
+    assert "scorer" in again.stderr and _calls(tmp_path) == 1
+    scorer.write_text("def grade(answer, problem):\n    return 0.0\n")  # the scorer it had: the run goes on
+    same = scripted_adapt.adapt(tmp_path, *task, "--resume", rounds=2)
+    assert same.returncode == 0 and json.loads(same.stdout)["proposals"] == 2, same.stderr[-2000:]
+
+
 def test_a_solver_token_cap_before_any_proposal(tmp_path: Path) -> None:
     p = _adapt(tmp_path, "--max-solver-tokens", "1")  # the seed's evaluations alone reach it
     assert p.returncode == 0, p.stderr[-2000:]

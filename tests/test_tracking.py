@@ -54,3 +54,22 @@ def test_track_with_a_missing_client_is_refused_at_start(tmp_path: Path) -> None
     assert p.returncode == 2 and "the wandb client is not installed" in p.stderr and not (tmp_path / "run").exists()
     bad = _adapt(tmp_path, "--track", "tensorboard")
     assert bad.returncode == 2 and "--track must be one of mlflow, wandb" in bad.stderr, bad.stderr
+
+
+def test_an_unreachable_tracking_server_costs_seconds_not_minutes(tmp_path: Path) -> None:
+    """Issue 65, item 4: an MLflow server that refuses connections stalled adapt 249 s (its retries), W&B 101 s (its
+    init timeout), the event loop and Ctrl-C blocked meanwhile. Now the clients run in a thread of their own with
+    short timeouts: the run finishes, each tracker fails in one warning line."""
+    import time
+
+    pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    dead = "http://127.0.0.1:9"  # the discard port: nothing listens
+    wandb_home = {k: str(tmp_path / k.lower()) for k in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR")}
+    t0 = time.monotonic()
+    p = _adapt(tmp_path, "--track", "mlflow,wandb", env={
+        "MLFLOW_TRACKING_URI": dead, "WANDB_MODE": "online", "WANDB_API_KEY": "0" * 40, "WANDB_BASE_URL": dead,
+        "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true", **wandb_home})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert time.monotonic() - t0 < 60, p.stderr[-3000:]
+    assert "mlflow tracking stopped" in p.stderr and json.loads(p.stdout)["test_J"] is not None

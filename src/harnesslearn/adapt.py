@@ -56,6 +56,7 @@ from harnesslearn.propose.rounds import (
     Candidate,
     ProposalFailed,
     best_of,
+    judge,
     prompt_seed,
     revise,
     select,
@@ -227,18 +228,32 @@ class Loop:
         self.store.save_proposal(self.run_id, round, c.index, parent_id=parent.id, prompt=prompt_record(prompt),
                                  raw=c.proposal, edit=c.edit, call=call, memory=[e.id for e in self.memory])
 
-    async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages
-                         ) -> list[Candidate]:
+    def check_caps(self, where: str, before_round: int | None) -> None:
+        """CapReached (``stopped`` set to say ``where``) when what the run spent (in the rounds before
+        ``before_round``; None: everything so far) has reached a cap of ``settings.limits``."""
+        limits = self.settings.limits
+        if limits.proposer_tokens is None and limits.solver_tokens is None and limits.usd is None:
+            return
+        rows = spend.per_round(self.store, self.run_id, self.solver_spec, self.proposer.spec)
+        reason = spend.cap_reason(limits, spend.totals(rows, before_round=before_round))
+        if reason is not None:
+            self.stopped = f"stopped {where}: {reason}"
+            raise spend.CapReached(self.stopped)
+
+    async def candidates(self, round: int, k: int, parent: Harness, parent_J: float | None, prompt: str | Messages,
+                         *, check_every: int | None = None) -> list[Candidate]:
         """The round (``rounds.revise``): ``k`` proposals (looked up when already made), applied, and
         the valid ones scored on the score split, in order. CapReached (nothing made) when what the rounds
-        before this one spent has reached a cap of ``settings.limits``."""
-        limits = self.settings.limits
-        if limits.proposer_tokens is not None or limits.solver_tokens is not None or limits.usd is not None:
-            rows = spend.per_round(self.store, self.run_id, self.solver_spec, self.proposer.spec)
-            reason = spend.cap_reason(limits, spend.totals(rows, before_round=round))
-            if reason is not None:
-                self.stopped = f"stopped before round {round}: {reason}"
-                raise spend.CapReached(self.stopped)
+        before this one spent has reached a cap of ``settings.limits``; with ``check_every`` = K, also before
+        each new proposal K, 2K, ... on what the run has spent so far (the independent strategy's R x K
+        proposals are one round: its caps hold every K proposals, as a sequential run's every round)."""
+        self.check_caps(f"before round {round}", round)
+
+        def recall(i: int) -> str | None:
+            old = self.recall(round, i)
+            if old is None and check_every and i and i % check_every == 0:
+                self.check_caps(f"after {i} of round {round}'s proposals", None)
+            return old
 
         async def score(h: Harness) -> float | None:
             return (await self.evaluation(h, "score", round=round)).J
@@ -248,7 +263,7 @@ class Loop:
                 parent, prompt, self.fmt, self.proposer, k, score=score, seed=self.settings.seed, round=round,
                 temperature=self.settings.proposer.sampling.temperature,
                 max_tokens=self.settings.proposer.sampling.max_tokens, concurrent=False,
-                retry_no_change=self.settings.retry_no_change, recall=lambda i: self.recall(round, i),
+                retry_no_change=self.settings.retry_no_change, recall=recall,
                 record=lambda c, comp, req: self.record(round, parent, prompt, c, comp, req))
         except ProposalFailed as e:  # the proposer's backend failed: not a proposal, and nothing to score
             raise InfraError(
@@ -322,10 +337,20 @@ async def run_independent(loop: Loop, seed_h: Harness, oracle: bool
     fb = await loop.evaluation(seed_h, "feedback", round=0)
     prompt = loop.prompt(seed_h, fb, [], 1)
     try:
-        cands = await loop.candidates(1, n, seed_h, seed_J, prompt)
-    except spend.CapReached as e:  # the seed's evaluations alone reached a cap
+        cands = await loop.candidates(1, n, seed_h, seed_J, prompt, check_every=loop.settings.candidates)
+    except spend.CapReached as e:  # the proposals made before the cap (none: the seed's evaluations reached it)
         _log(f"[adapt {loop.run_id}] {e}")
-        return seed_h, [], None
+        made = sorted((p for p in loop.store.proposals(loop.run_id) if p.round == 1), key=lambda p: p.idx)
+        if not made:
+            return seed_h, [], None
+
+        async def score(h: Harness) -> float | None:
+            return (await loop.evaluation(h, "score", round=1)).J
+
+        cands = await judge(seed_h, [p.raw or "" for p in made], score, concurrent=False)
+        for c, p in zip(cands, made, strict=True):
+            c.index = p.idx
+        n = len(cands)
     best, best_J = seed_h, seed_J
     top = select(cands, best_J)
     if top is not None and top.harness is not None:
@@ -415,11 +440,14 @@ def _open_run(store: Store, run_id: str, identity: dict[str, str], settings: Ada
     old = existing.config
     diff = []
     for k, v in identity.items():
-        if old.get(k) == v or (k == "memory_shown" and k not in old):  # runs made before it was recorded
+        if old.get(k) == v or (k in ("memory_shown", "scorer") and k not in old):  # runs made before it was recorded
             continue
         diff.append("the harness memory would show other entries than the run saw (an entry added, removed or "
                     "changed, or another memory file); resume with the memory it had, or start a new run"
-                    if k == "memory_shown" else f"{k} (recorded {old.get(k)!r}, now {v!r})")
+                    if k == "memory_shown" else
+                    "the scorer's source changed since the run was recorded (its J would not compare with the "
+                    "recorded rounds'); resume with the scorer it had, or start a new run"
+                    if k == "scorer" else f"{k} (recorded {old.get(k)!r}, now {v!r})")
     diff += settings.changes(old)
     if diff:
         raise UserError(f"cannot resume {store.run_dir}: settings differ from the recorded run: {'; '.join(diff)}")
@@ -573,6 +601,8 @@ async def adapt(
     seed_h = seed_harness or default_seed(task)
     identity = {"task": task.spec, "solver": solver.spec, "proposer": proposer.spec,
                 "seed_harness": seed_h.id}
+    if task.scorer_digest is not None:  # the metric's source, not only its name, is an input of the run
+        identity["scorer"] = task.scorer_digest
     from harnesslearn.memory import default_path, fingerprint, open_for
 
     prompts = load_prompt_dir(s.proposer.prompt_dir) if s.proposer.prompt_dir else {}  # checked before anything runs

@@ -123,35 +123,45 @@ def improves(candidate_J: float | None, parent_J: float | None) -> bool:
     return candidate_J is not None and (parent_J is None or candidate_J > parent_J)
 
 
+SCORE_TIMEOUT_S = 60.0  # one answer's scoring, in the trusted process: a scorer past it is the scorer's error
+
+
+def score_record(task: Task, prob: Problem, rec: RunRecord) -> ProblemResult:
+    """One run record scored in the trusted process (the worker is gone by now)."""
+    score: float | None
+    details: dict[str, float] = {}
+    if rec.status == Status.INFRA_ERROR:
+        score = None
+    elif rec.status == Status.OK and rec.answer is not None:
+        s = task.score(rec.answer, prob)
+        score, details = min(1.0, max(0.0, float(s.value))), dict(s.details)
+    else:
+        score = 0.0
+    return ProblemResult(id=prob.id, question=prob.question, gold=prob.answer, score=score, details=details,
+                         status=str(rec.status), answer=rec.answer, calls=rec.n_calls, tokens=rec.tokens,
+                         wall_s=rec.wall_s, error=rec.error, record=rec)
+
+
 def score_records(task: Task, problems: list[Problem], records: list[RunRecord]) -> list[ProblemResult]:
-    """Score each run record in the trusted process (the worker is gone by now)."""
+    """Score each run record in the trusted process, here (``score_off_loop``: the same, off the event loop)."""
+    return [score_record(task, prob, rec) for prob, rec in zip(problems, records, strict=True)]
+
+
+async def score_off_loop(task: Task, problems: list[Problem], records: list[RunRecord],
+                         timeout_s: float = SCORE_TIMEOUT_S) -> list[ProblemResult]:
+    """``score_records`` with each answer scored off the event loop (``offloop``) under ``timeout_s``: a
+    scorer (a user's code, in this process) that hangs never blocks Ctrl-C, and one past the deadline is a
+    UserError naming it and the problem."""
+    from harnesslearn.errors import UserError
+    from harnesslearn.offloop import call
+
     out = []
     for prob, rec in zip(problems, records, strict=True):
-        score: float | None
-        details: dict[str, float] = {}
-        if rec.status == Status.INFRA_ERROR:
-            score = None
-        elif rec.status == Status.OK and rec.answer is not None:
-            s = task.score(rec.answer, prob)
-            score, details = min(1.0, max(0.0, float(s.value))), dict(s.details)
-        else:
-            score = 0.0
-        out.append(
-            ProblemResult(
-                id=prob.id,
-                question=prob.question,
-                gold=prob.answer,
-                score=score,
-                details=details,
-                status=str(rec.status),
-                answer=rec.answer,
-                calls=rec.n_calls,
-                tokens=rec.tokens,
-                wall_s=rec.wall_s,
-                error=rec.error,
-                record=rec,
-            )
-        )
+        try:
+            out.append(await call(score_record, task, prob, rec, timeout_s=timeout_s, name="harnesslearn-scorer"))
+        except TimeoutError:
+            raise UserError(f"the scorer of {task.spec} did not return within {timeout_s:g} s on problem {prob.id!r} "
+                            "(a scorer runs in the trusted process, under that deadline per answer)") from None
     return out
 
 
@@ -198,5 +208,5 @@ async def evaluate(
                                          on_record=lambda r: bar.advance())
     else:
         records = await executor.run(harness.source, probs, task_tools(task), budgets)
-    results = score_records(task, probs, records)
+    results = await score_off_loop(task, probs, records)
     return summarise(harness, task, split, seed, results, time.perf_counter() - t0)

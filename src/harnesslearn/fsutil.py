@@ -75,7 +75,8 @@ def finite(obj: Any) -> Any:
 
 def json_lines(name: str, lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL text; a line that is not a JSON object
-    (malformed, nested too deeply to parse, or another JSON value) is a one-line UserError naming it."""
+    (malformed, nested too deeply to parse, or another JSON value) or that ``untrusted_json`` refuses is a
+    one-line UserError naming it."""
     from harnesslearn.errors import UserError
 
     for lineno, line in enumerate(lines, 1):
@@ -87,16 +88,32 @@ def json_lines(name: str, lines: Iterable[str]) -> Iterator[tuple[int, dict[str,
             raise UserError(f"{name}: line {lineno}: malformed JSON ({e.msg})") from None
         except RecursionError:
             raise UserError(f"{name}: line {lineno}: JSON nested too deeply to read") from None
+        except ValueError as e:  # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+            raise UserError(f"{name}: line {lineno}: {str(e).split(';')[0]}") from None
         if not isinstance(row, dict):
             raise UserError(f"{name}: line {lineno}: expected a JSON object")
+        untrusted_json(f"{name}: line {lineno}", row)
         yield lineno, row
 
 
-def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The bytes of a regular file that is not a symbolic link (``O_NOFOLLOW``), at most ``max_bytes``:
-    a FIFO, a device, a link (to ``/dev/zero`` or out of a folder) or a larger file is an OSError or a
-    ValueError, never a hang or a read without end."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def untrusted_json(where: str, value: Any) -> None:
+    """A UserError naming ``where`` when a value read from a user's file holds a string that is not UTF-8 text
+    (a lone surrogate written as ``"\\ud800"``): no store, JSON output or terminal of ours could take it."""
+    from harnesslearn.errors import UserError
+    from harnesslearn.untrusted import lone_surrogate
+
+    at = lone_surrogate(value)
+    if at is not None:
+        raise UserError(f"{where}: {('field ' + repr(at)) if at else 'a string'} holds a lone surrogate (a \\ud800-style "
+                        "escape that is not UTF-8 text)")
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int, *, follow_links: bool = False) -> bytes:
+    """The bytes of a regular file that is not a symbolic link (``O_NOFOLLOW``; ``follow_links``: a link to a
+    regular file will do), at most ``max_bytes``: a FIFO, a device, a link (to ``/dev/zero`` or out of a
+    folder) or a larger file is an OSError or a ValueError, never a hang or a read without end."""
+    nofollow = 0 if follow_links else os.O_NOFOLLOW
+    fd = os.open(path, os.O_RDONLY | nofollow | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

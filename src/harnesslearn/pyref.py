@@ -4,8 +4,10 @@ user scorers (``jsonl:FILE?scorer=score.py:grade``); the callable runs in the tr
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,3 +45,19 @@ def load(ref: str, what: str = "callable", shape: str = "MODULE:FUNCTION or FILE
     if fn is None or not callable(fn):
         raise UserError(f"{what} {target!r} has no callable {attr!r}")
     return fn
+
+
+def source_digest(fn: Callable[..., Any]) -> str | None:
+    """The sha256 of the file that defines ``fn`` (its whole module: a helper it calls counts too), or None
+    when it has no source file (a builtin, a lambda typed at a prompt)."""
+    for obj in (fn, type(fn)):
+        try:
+            path = inspect.getsourcefile(obj)
+        except TypeError:
+            continue
+        if path is not None:
+            try:
+                return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            except OSError:
+                return None
+    return None

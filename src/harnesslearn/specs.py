@@ -47,5 +47,7 @@ def parse_spec(spec: str, what: str = "spec", example: str = "PREFIX:NAME") -> S
                 raise UserError(f"{what} {spec!r}: an option has no name")
             if k in options:
                 raise UserError(f"{what} {spec!r}: option {k!r} given twice")
+            if not v.strip():  # ?scorer= would silently mean exact match, ?adapter= the untrained proposer
+                raise UserError(f"{what} {spec!r}: option {k!r} has no value (leave it out for its default)")
             options[k] = v
     return Spec(prefix.strip().lower(), name, options)

@@ -71,6 +71,7 @@ from harnesslearn.fsutil import atomic_write_text, read_regular
 from harnesslearn.harness import MAX_SOURCE_BYTES, Harness
 from harnesslearn.harness import harness_id as id_of_source
 from harnesslearn.sandbox.records import CallRecord, RunRecord, Status
+from harnesslearn.untrusted import storable
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -227,6 +228,18 @@ def _text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class _Writer:
+    """The connection as a write transaction sees it: every str bound is made storable first (a lone
+    surrogate in a harness's, solver's or proposer's text is stored escaped; SQLite's UTF-8 refuses it
+    and the save, and every resume after it, would fail)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, tuple(storable(p) for p in params))
 
 
 # ---------------------------------------------------------------- typed rows
@@ -567,11 +580,11 @@ class Store:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[_Writer]:
         """One write transaction: everything inside commits together or not at all."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            yield self.conn
+            yield _Writer(self.conn)
         except Exception:
             if self.conn.in_transaction:  # SQLite already rolled back on some errors (SQLITE_FULL)
                 self.conn.execute("ROLLBACK")
@@ -754,7 +767,7 @@ class Store:
         return eid
 
     @staticmethod
-    def _insert_call(c: sqlite3.Connection, call: CallRecord, *, evaluation_id: int | None = None,
+    def _insert_call(c: _Writer, call: CallRecord, *, evaluation_id: int | None = None,
                      proposal_id: int | None = None, problem_id: str | None = None) -> None:
         c.execute(
             "INSERT INTO model_calls (evaluation_id, proposal_id, problem_id, kind, request, response,"

@@ -343,6 +343,75 @@ def test_ctrl_c_during_adapt_then_resume_finishes(env: dict[str, Path]) -> None:
     assert_intact_then_resumed(env, rd, 4, "slow", "--candidates", "2", "--rounds", "2")
 
 
+HANGING_SCORER = """
+import pathlib, time
+
+def grade(answer, problem):  # hangs while a file named "hang" sits beside this one
+    while pathlib.Path(__file__).with_name("hang").exists():
+        time.sleep(0.05)
+    return float(answer.strip() == problem.answer)
+"""
+
+
+def test_ctrl_c_ends_a_run_whose_scorer_hangs_and_resume_finishes_it(env: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 65, item 4: a user scorer runs in the trusted process; before, one that hangs blocked the event loop and
+    every Ctrl-C with it (only SIGTERM/SIGKILL ended the run). Now it runs off the loop: exit 130 within 10 s."""
+    import signal
+
+    (tmp_path / "hang.py").write_text(HANGING_SCORER)
+    (tmp_path / "hang").touch()
+    rd = tmp_path / "run"
+    args = adapt_args(env, str(rd), "compute")
+    args[args.index("--task") + 1] = f"jsonl:{env['task']}?scorer={tmp_path / 'hang.py'}:grade"
+    p = subprocess.Popen([sys.executable, "-m", "harnesslearn.cli", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "HARNESSLEARN_PROGRESS": "0"},
+                         start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (rd / "runs.sqlite").exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    time.sleep(3.0)  # the seed's first answers are being scored: the scorer hangs
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("Ctrl-C did not end the run within 10 s")
+    one_line(subprocess.CompletedProcess(p.args, p.returncode, out, err), 130, "interrupted")
+    (tmp_path / "hang").unlink()
+    done = cli(*args, "--resume")
+    assert done.returncode == 0 and json.loads(done.stdout)["proposals"] == 1, done.stderr[-2000:]
+
+
+LOUD = """
+import os, sys
+print("importing loud")
+
+def solver(prompt, **kw):
+    print("solver says hi")
+    os.write(1, b"raw fd 1 from the solver\\n")
+    return "1"
+
+def grade(answer, problem):
+    print("scorer says hi")
+    sys.stdout.write("scorer again\\n")
+    return 0.5
+"""
+
+
+def test_json_output_is_one_object_even_when_user_code_prints(env: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 65, item 5: a custom scorer's and a python: model's prints (through sys.stdout and fd 1) landed on
+    stdout before the JSON object. Now user code's output goes to stderr for the whole command."""
+    (tmp_path / "loud.py").write_text(LOUD)
+    loud = tmp_path / "loud.py"
+    p = cli("run", "minimal", "--task", f"jsonl:{env['task']}?scorer={loud}:grade", "--solver", f"python:{loud}:solver",
+            "--n", "2", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == 1 and json.loads(p.stdout)["J"] == 0.5, p.stdout[:500]
+    for said in ("importing loud", "solver says hi", "raw fd 1 from the solver", "scorer says hi", "scorer again"):
+        assert said in p.stderr, said
+
+
 def test_a_full_disk_mid_adapt_is_one_line_exit_1_and_resumable(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A real SQLITE_FULL ("database or disk is full"): the store's database may not grow past its first

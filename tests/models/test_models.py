@@ -43,6 +43,18 @@ def test_bad_specs_are_user_errors(spec):
         load_model(spec)
 
 
+@pytest.mark.parametrize("spec, needle", [
+    ("local:gemma-3-270m?n_ctx=-1", "n_ctx must be in 1"), ("local:gemma-3-270m?n_threads=0", "n_threads must be"),
+    ("local:gemma-3-270m?max_batch=0", "max_batch must be"), ("llamacpp:/nonexistent.gguf?n_ctx=0", "n_ctx must be"),
+    ("local:qwen2.5-coder-1.5b-instruct?adapter=", "option 'adapter' has no value"),
+])
+def test_a_bad_engine_option_is_a_user_error_before_anything_loads(spec, needle):
+    """Issue 65, item 8: ?n_ctx=-1 reached llama.cpp and was called an infrastructure failure (exit 1); ?adapter=
+    silently meant the untrained proposer."""
+    with pytest.raises(UserError, match=needle):
+        load_model(spec)
+
+
 def test_base_url_only_for_openai():
     with pytest.raises(UserError, match="base URL"):
         load_model("mock:echo", base_url="http://x")

@@ -79,6 +79,38 @@ def test_a_prompt_dir_is_checked_at_start(tmp_path, files, needle):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("kind, needle", [("fifo", "not a regular file"), ("zero", "not a regular file"),
+                                          ("huge", "larger than"), ("empty", "is empty"), ("blank", "is empty")])
+def test_a_prompt_template_that_is_no_small_regular_file_or_is_empty_is_refused(tmp_path, kind, needle):
+    """Issue 65, items 4 and 8: a FIFO named like a template hung adapt forever (Ctrl-C too), a link to /dev/zero
+    gave a traceback, a 200 MB file was read and sent, an empty one fell back to the packaged template."""
+    import os
+
+    from harnesslearn.errors import UserError
+    from harnesslearn.propose.prompt import MAX_TEMPLATE_BYTES, load_prompt_dir
+
+    f = tmp_path / "system.txt"
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind == "zero":
+        f.symlink_to("/dev/zero")
+    elif kind == "huge":
+        f.write_text("x" * (MAX_TEMPLATE_BYTES + 1))
+    else:
+        f.write_text("" if kind == "empty" else "\n  \n")
+    with pytest.raises(UserError, match=needle) as e:
+        load_prompt_dir(str(tmp_path))
+    assert "\n" not in str(e.value)
+
+
+def test_a_prompt_template_linked_to_a_regular_file_is_read(tmp_path):
+    from harnesslearn.propose.prompt import load_prompt_dir, packaged_template
+
+    (tmp_path / "real").write_text(packaged_template("system") + " Be brief.")
+    (tmp_path / "system.txt").symlink_to(tmp_path / "real")
+    assert load_prompt_dir(str(tmp_path))["system"].endswith("Be brief.")
+
+
 def test_adapt_with_a_prompt_dir_shows_the_proposer_the_users_template(tmp_path):
     """--prompt-dir replaces packaged templates by name for the run (and only for it); the proposer sees
     the user's words; the run's identity holds the templates' text, so a changed template is not resumed."""

@@ -132,6 +132,13 @@ def _rows(tmp_path, n=12):
     ("return True", "returned True"),
     ("return float('nan')", "returned nan"),
     ("return '1'", "returned '1'"),
+    ("import numpy; return numpy.float32(0.5)", None),  # issue 65, item 8: refused before
+    ("import decimal; return decimal.Decimal('0.5')", None),
+    ("import numpy; return numpy.bool_(True)", "returned"),
+    ("import decimal; return decimal.Decimal('NaN')", "returned"),
+    ("import sys; sys.exit(0)", "the scorer .* raised SystemExit"),  # issue 65, item 6: exit 0, nothing said
+    ("raise SystemExit(3)", "the scorer .* raised SystemExit: 3"),  # exit 3 read as "invalid edit"
+    ("raise KeyboardInterrupt", "the scorer .* raised KeyboardInterrupt"),
 ])
 def test_a_users_scorer_gives_partial_credit_or_a_clear_error(tmp_path, body, needle):
     """`jsonl:FILE?scorer=FILE.py:FUNCTION`: the user's metric, in [0, 1]; a raise or a value out of range
@@ -167,3 +174,35 @@ def test_custom_task_from_python(tmp_path):
         custom_task("dup", [{"id": 1, "question": "q?"}, {"id": 1, "question": "r?"}], lambda a, p: 0.0)
     with pytest.raises(UserError, match="no problems"):
         custom_task("none", [], lambda a, p: 0.0)
+
+
+@pytest.mark.parametrize("line, needle", [
+    ('{"id": "q1", "question": "x?", "answer": "1", "n": ' + "9" * 5000 + "}", "line 2: Exceeds the limit"),
+    ('{"id": "q1\\ud800", "question": "x?", "answer": "1"}', "line 2: field 'id' holds a lone surrogate"),
+    ('{"id": "q1", "question": "x\\udfff?", "answer": "1"}', "line 2: field 'question' holds a lone surrogate"),
+    ('{"id": "q1", "question": "x?", "answer": ["1", "\\ud800"]}', "line 2: field 'answer\\[1\\]' holds"),
+])
+def test_hostile_jsonl_rows_are_refused_naming_the_file_and_line(tmp_path, line, needle):
+    """Issue 65, item 7: an integer of over 4,300 digits gave a ValueError traceback, a lone surrogate in an id or a
+    question a UnicodeEncodeError one (tasks preview, run), exit 1. Now one line naming the file and line."""
+    f = tmp_path / "hostile.jsonl"
+    f.write_text(json.dumps({"id": "q0", "question": "y?", "answer": "2"}) + "\n" + line + "\n")
+    with pytest.raises(UserError, match="hostile.jsonl: " + needle) as e:
+        load_task(f"jsonl:{f}")
+    assert "\n" not in str(e.value)
+    g = tmp_path / "hostile.json"  # the JSON-list form too
+    g.write_text("[" + json.dumps({"id": "q0", "question": "y?", "answer": "2"}) + ", " + line + "]")
+    with pytest.raises(UserError, match="hostile.json: "):
+        load_task(f"jsonl:{g}")
+
+
+def test_an_option_value_of_over_4300_digits_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="digits"):
+        load_task(f"jsonl:{_rows(tmp_path)}?n_score=" + "9" * 5000)
+
+
+@pytest.mark.parametrize("spec", ["jsonl:{f}?scorer=", "jsonl:{f}?scorer=%20"])
+def test_an_empty_option_value_is_refused_not_the_default(tmp_path, spec):
+    """Issue 65, item 8: `?scorer=` silently meant exact match (`?adapter=` the untrained proposer)."""
+    with pytest.raises(UserError, match="option 'scorer' has no value"):
+        load_task(spec.format(f=_rows(tmp_path)))

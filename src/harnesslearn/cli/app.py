@@ -2,26 +2,85 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any, TypeVar
 
 import typer
 
 from harnesslearn.errors import UserError
 from harnesslearn.fsutil import finite
 from harnesslearn.sandbox.executors import EXECUTOR_HELP
+from harnesslearn.untrusted import encodable, escape
 
-app = typer.Typer(
+F = TypeVar("F", bound=Callable[..., Any])
+_RESULTS: list[IO[str]] = []  # where a running command's result goes (its stdout), innermost last
+
+
+@contextlib.contextmanager
+def user_output_to_stderr() -> Iterator[None]:
+    """For the body of a command: what user code in this process prints (a scorer, a ``python:`` model, a
+    library), through ``sys.stdout`` or file descriptor 1, goes to stderr; the command's result (``emit``,
+    ``result_stream``) alone goes to stdout, so ``--json`` prints exactly one JSON object there."""
+    out = sys.stdout
+    fd = None
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        if out.fileno() == 1:
+            out.flush()
+            fd = os.dup(1)
+            os.dup2(2, 1)
+    results = os.fdopen(fd, "w", encoding="utf-8", closefd=False) if fd is not None else out
+    _RESULTS.append(results)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = out
+        _RESULTS.pop()
+        if fd is not None:
+            with contextlib.suppress(OSError, ValueError):
+                results.flush()
+            os.dup2(fd, 1)
+            os.close(fd)
+
+
+def result_stream() -> IO[str]:
+    """Where a command writes its result: stdout (the real one, while user output goes to stderr)."""
+    return _RESULTS[-1] if _RESULTS else sys.stdout
+
+
+class _Typer(typer.Typer):
+    """Every command's body runs under ``user_output_to_stderr`` (help and usage errors are not inside it)."""
+
+    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
+        register = super().command(name, **kwargs)
+
+        def deco(f: F) -> F:
+            @functools.wraps(f)
+            def body(*a: Any, **kw: Any) -> Any:
+                with user_output_to_stderr():
+                    return f(*a, **kw)
+
+            register(body)
+            return f
+
+        return deco
+
+
+app = _Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Harness learning: revise the program around a frozen solver model from execution feedback.",
 )
-train_app = typer.Typer(no_args_is_help=True, help="Train the proposer: sft-data, sft, grpo.")
+train_app = _Typer(no_args_is_help=True, help="Train the proposer: sft-data, sft, grpo.")
 app.add_typer(train_app, name="train")
-memory_app = typer.Typer(no_args_is_help=True, help="The harness memory: harnesses that beat their seed on earlier "
+memory_app = _Typer(no_args_is_help=True, help="The harness memory: harnesses that beat their seed on earlier "
                                                      "tasks, shown to the proposer of a new one.")
 app.add_typer(memory_app, name="memory")
 
@@ -67,12 +126,16 @@ def write_output(path: str, text: str) -> None:
 
 def emit(obj: dict[str, Any], as_json: bool, human: str | None = None) -> None:
     """Print a result: one JSON object on stdout (never NaN or Infinity: those are null), or a human-readable
-    summary."""
+    summary. Text that UTF-8 cannot carry (a lone surrogate from untrusted output) is written escaped."""
     if as_json:
-        sys.stdout.write(json.dumps(finite(obj), ensure_ascii=False, default=str, allow_nan=False) + "\n")
+        text = json.dumps(finite(obj), ensure_ascii=False, default=str, allow_nan=False)
+        if not encodable(text):
+            text = json.dumps(finite(obj), default=str, allow_nan=False)
     else:
-        sys.stdout.write((human if human is not None else json.dumps(obj, indent=2, default=str)) + "\n")
-    sys.stdout.flush()
+        text = escape(human if human is not None else json.dumps(obj, indent=2, default=str))
+    out = result_stream()
+    out.write(text + "\n")
+    out.flush()
 
 
 def zoo_names(task: Any, only: str | None, seed: int) -> list[str] | None:

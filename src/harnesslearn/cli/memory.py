@@ -16,6 +16,7 @@ from harnesslearn.cli.app import (
     emit,
     isolation_of,
     memory_app,
+    result_stream,
     write_output,
     zoo_names,
 )
@@ -87,7 +88,8 @@ def memory_export(out: Annotated[str | None, typer.Option("-o", "--out", help="W
     with _memory(path, readonly=True) as mem:
         text = export_jsonl(mem)
     if out is None:
-        sys.stdout.write(text)
+        result_stream().write(text)
+        result_stream().flush()
     else:
         write_output(out, text)
 

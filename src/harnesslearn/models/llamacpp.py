@@ -78,6 +78,9 @@ class LlamaCppBackend(Backend):
                  repeat_penalty: float = 1.1, chat: str = "auto", lora: str | None = None,
                  concurrency: int | None = None) -> None:
         super().__init__(name, concurrency=concurrency)
+        for opt, v, hi in (("n_ctx", n_ctx, 1 << 20), ("n_threads", n_threads, 1024)):
+            if v is not None and not 1 <= v <= hi:  # else llama.cpp fails at load: called an infrastructure failure
+                raise UserError(f"llamacpp: {opt} must be in 1..{hi}, not {v}")
         path = Path(name).expanduser()
         if not path.is_file():
             raise UserError(f"GGUF file not found: {name}")

@@ -52,6 +52,9 @@ class LocalBackend(Backend):
     def __init__(self, name: str, *, engine: str = "auto", n_threads: int | None = None, max_batch: int = 16,
                  n_ctx: int | None = None, adapter: str | None = None, concurrency: int | None = None) -> None:
         info = model_info(name)
+        for opt, v, hi in (("n_ctx", n_ctx, 1 << 20), ("n_threads", n_threads, 1024), ("max_batch", max_batch, 4096)):
+            if v is not None and not 1 <= v <= hi:  # else llama.cpp fails at load: called an infrastructure failure
+                raise UserError(f"local: {opt} must be in 1..{hi}, not {v}")
         if engine not in ENGINES:
             raise UserError(f"local: engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         super().__init__(name, concurrency=concurrency)

@@ -32,6 +32,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
+from harnesslearn.fsutil import read_regular
 from harnesslearn.harness import Harness, runtime_api_doc
 from harnesslearn.models.base import Messages
 
@@ -93,8 +94,12 @@ def packaged_prompt_dirs() -> list[str]:
                   if p.name.startswith("prompts_") and p.is_dir())
 
 
+MAX_TEMPLATE_BYTES = 256 * 1024  # a prompt template of a user's: the packaged ones are under 4 KB
+
+
 def load_prompt_dir(path: str) -> dict[str, str]:
-    """The templates a folder overrides (``NAME.txt`` for any packaged ``NAME``), checked at start: an
+    """The templates a folder overrides (``NAME.txt`` for any packaged ``NAME``), checked at start: a file
+    that is not a regular one (a FIFO, a device, a link to one) or is over ``MAX_TEMPLATE_BYTES``, an empty one, an
     unknown name, a placeholder of the packaged template that the override lacks, or one it does not know
     (``$name``: ``string.Template``) is a UserError naming the file. A ``RUNTIME_API.md`` in the folder replaces
     the runtime API document the prompts show (key :data:`API`; shown as it is, no placeholders). ``path``
@@ -114,20 +119,22 @@ def load_prompt_dir(path: str) -> dict[str, str]:
     known = template_names()
     out: dict[str, str] = {}
     if (d / f"{API}.md").is_file():
-        try:
-            out[API] = (d / f"{API}.md").read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"--prompt-dir: cannot read {d / f'{API}.md'}: {e}") from None
+        try:  # as a template: a regular file, and small
+            out[API] = read_regular(d / f"{API}.md", MAX_TEMPLATE_BYTES, follow_links=True).decode("utf-8")
+        except (OSError, ValueError) as e:
+            raise UserError(f"--prompt-dir: cannot read {d / f'{API}.md'}: {getattr(e, 'strerror', None) or e}") from None
         if not out[API].strip():
             raise UserError(f"--prompt-dir: {d / f'{API}.md'} is empty")
     for f in sorted(d.glob("*.txt")):
         name = f.name[:-4]
         if name not in known:
             raise UserError(f"--prompt-dir: {f.name} overrides no template (the templates: {', '.join(known)})")
-        try:
-            text = f.read_text(encoding="utf-8").rstrip("\n")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"--prompt-dir: cannot read {f}: {e}") from None
+        try:  # a regular file (a FIFO's read never ends; /dev/zero's neither), and small
+            text = read_regular(f, MAX_TEMPLATE_BYTES, follow_links=True).decode("utf-8").rstrip("\n")
+        except (OSError, ValueError) as e:  # ValueError: UnicodeDecodeError, not a regular file, too large
+            raise UserError(f"--prompt-dir: cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
+        if not text.strip():
+            raise UserError(f"--prompt-dir: {f.name} is empty (remove it to keep the packaged template)")
         want, have = set(Template(packaged_template(name)).get_identifiers()), set(Template(text).get_identifiers())
         if not Template(text).is_valid():
             raise UserError(f"--prompt-dir: {f.name} has a '$' that is not a placeholder (write $$ for a dollar sign)")

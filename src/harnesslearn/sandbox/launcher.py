@@ -40,6 +40,7 @@ from typing import Any
 
 from harnesslearn.errors import InfraError, UserError
 from harnesslearn.sandbox.cgroup import SHELL, SlotCgroup
+from harnesslearn.untrusted import encodable, lone_surrogate
 
 WORKER_SOURCE = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
 PYTHON_CANDIDATES = ("/usr/bin/python3.11", "/usr/bin/python3", "/usr/local/bin/python3.11", "/usr/local/bin/python3")
@@ -350,7 +351,9 @@ class Worker:
     cgroup: SlotCgroup | None = None
 
     async def send(self, obj: dict[str, Any]) -> None:
-        data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        text = json.dumps(obj, ensure_ascii=False)
+        # a solver's text with a lone surrogate goes to the harness as an escape (UTF-8 cannot carry it)
+        data = (text if encodable(text) else json.dumps(obj)).encode("utf-8")
         self.writer.write(struct.pack(">I", len(data)) + data)
         await self.writer.drain()
 
@@ -369,10 +372,14 @@ class Worker:
             return None
         try:
             obj = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as e:
-            raise ProtocolError(f"frame is not valid JSON: {e}") from None
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
+            raise ProtocolError(f"frame is not valid JSON: {type(e).__name__ if isinstance(e, RecursionError) else e}"
+                                ) from None
         if not isinstance(obj, dict) or obj.get("nonce") != self.nonce:
             raise ProtocolError("frame without the run's nonce")
+        where = lone_surrogate(obj)
+        if where is not None:  # no UTF-8 file, SQLite row or terminal takes it: refused here, whole
+            raise ProtocolError(f"frame carries a lone surrogate (not UTF-8) in {where or 'its value'}")
         return obj
 
     async def kill(self, sweep: bool = True) -> None:

@@ -58,13 +58,16 @@ def parse_value(raw: str) -> Any:
     if low in ("null", "none"):
         return None
     if _INT.match(raw.strip()):
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:  # more than 4,300 digits
+            raise UserError(f"option value {raw[:20]}... is an integer of {len(raw.strip()):,} digits") from None
     if _FLOAT.match(raw.strip()):
         return float(raw)
     if raw.strip()[:1] in ("[", "{", '"'):
         try:
             return json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, an integer of over 4,300 digits, deep nesting
             raise UserError(f"option value {raw!r} looks like JSON but does not parse") from None
     return raw
 

@@ -72,6 +72,9 @@ class Task(ABC):
     family: str  # family for per-family reports ("basic_arithmetic", "musique", ...)
     tools: tuple[str, ...] = ("python",)  # tools reachable from the model handle
     split_sizes: SplitSizes = SplitSizes()
+    # the sha256 of a user scorer's source file (None: a scorer of the package): an input of a run, as the
+    # prompt templates are, so that a resume refuses to compare J of one metric with J of another
+    scorer_digest: str | None = None
 
     @property
     @abstractmethod

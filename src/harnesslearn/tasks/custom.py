@@ -17,7 +17,9 @@ like a harness that never works).
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,12 +34,17 @@ def checked_score(fn: ScoreFn, name: str, answer: str, problem: Problem) -> Scor
     """``fn(answer, problem)`` as a Score; a raise or a value outside [0, 1] is a UserError (one line)."""
     try:
         value = fn(answer, problem)
-    except Exception as e:  # noqa: BLE001 - the user's metric: any failure of it is theirs to see
+    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the user's metric: its failure, even
+        # sys.exit(0) (which would end the command with exit 0 and nothing said), is theirs to see
         raise UserError(f"the scorer {name} raised {type(e).__name__}: {str(e)[:200]} (problem {problem.id!r})") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= 1:
+    # any real number will do (numpy's float32, a Decimal), not a bool (True is no score) nor a str
+    number = isinstance(value, numbers.Real | decimal.Decimal) and not isinstance(value, bool) and \
+        type(value).__name__ not in ("bool_", "bool")
+    as_float = float(value) if number else math.nan
+    if not number or not math.isfinite(as_float) or not 0 <= as_float <= 1:
         raise UserError(f"the scorer {name} returned {value!r} for problem {problem.id!r}: a score is a number in "
                         "[0, 1]")
-    return Score(float(value))
+    return Score(as_float)
 
 
 def _problem(row: Problem | Mapping[str, Any], where: str) -> Problem:
@@ -66,6 +73,9 @@ class CustomTask(FileTask):
         self.tools = tools
         self._score = score
         self._score_name = getattr(score, "__qualname__", repr(score))
+        from harnesslearn.pyref import source_digest
+
+        self.scorer_digest = source_digest(score)
         self._description = description
         probs = [_problem(r, f"{name}: problem {i}") for i, r in enumerate(problems)]
         ids = [p.id for p in probs]

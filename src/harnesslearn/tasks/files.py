@@ -55,18 +55,23 @@ def _read_cached(path: str, size: int, mtime_ns: int) -> tuple[Record, ...]:
 
 
 def _json_list(name: str, text: str) -> list[Record]:
+    from harnesslearn.fsutil import untrusted_json
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{name}: not valid JSON at line {e.lineno}: {e.msg}") from None
     except RecursionError:
         raise UserError(f"{name}: JSON nested too deeply to read") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise UserError(f"{name}: {str(e).split(';')[0]}") from None
     if not isinstance(data, list):
         raise UserError(f"{name}: expected a JSON list of objects")
     out: list[Record] = []
     for i, row in enumerate(data):
         if not isinstance(row, dict):
             raise UserError(f"{name}: item {i}: expected a JSON object")
+        untrusted_json(f"{name}: item {i}", row)
         out.append((f"item {i}", row))
     return out
 

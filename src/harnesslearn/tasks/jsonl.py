@@ -95,6 +95,7 @@ class JsonlTask(FileTask):
             from harnesslearn import pyref
 
             self._fn = pyref.load(scorer, "scorer")  # score(answer, problem) -> float in [0, 1]
+            self.scorer_digest = pyref.source_digest(self._fn)
         self.path = resolve_path(path, what="jsonl")
         self.scorer = scorer
         self.name = self.family = self.path.stem
