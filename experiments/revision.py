@@ -44,15 +44,17 @@ def mean(xs: list[float]) -> float | None:
 
 
 def select(rows: list[dict[str, Any]], parent: str = "seed", rounds: int = 1,
-           family_set: str = "paper-eval") -> list[dict[str, Any]]:
+           family_set: str = "paper-eval", prompt_dir: str | None = None) -> list[dict[str, Any]]:
     """The rows of one table: the proposer arms that revised ``parent`` for ``rounds`` rounds on the families of
-    ``family_set``, and the fixed arms' rows on the same splits and problem seed."""
+    ``family_set`` with the prompts of ``prompt_dir`` (None: the packaged ones), and the fixed arms' rows on the
+    same splits and problem seed."""
     from harnesslearn.tasks.families import family_set as families
 
     fams = set(families(family_set))
 
     def mine(r: dict[str, Any]) -> bool:
-        return r["arm"] not in FIXED and (r.get("parent", "seed"), r.get("rounds", 1)) == (parent, rounds)
+        return r["arm"] not in FIXED and (r.get("parent", "seed"), r.get("rounds", 1), r.get("prompt_dir")) == (
+            parent, rounds, prompt_dir)
 
     splits = {(r.get("n_score"), r.get("eval_seed")) for r in rows if mine(r) and r["family"] in fams}
     return [r for r in rows if r["family"] in fams and (r.get("n_score"), r.get("eval_seed")) in splits
@@ -326,19 +328,21 @@ def report(rows: list[dict[str, Any]], label: str) -> tuple[list[str], dict[str,
     """The sections for every table the rows hold (seed parent, one round; zoo parent, R rounds)."""
     md: list[str] = []
     data: dict[str, Any] = {}
-    tables = sorted({(r.get("parent", "seed"), r.get("rounds", 1)) for r in rows if r["arm"] not in FIXED})
-    for (parent, rounds), fset in ((t, f) for t in tables for f in ("paper-eval", "paper-excluded")):
-        sel = select(rows, parent, rounds, fset)
+    tables = sorted({(r.get("parent", "seed"), r.get("rounds", 1), r.get("prompt_dir") or "") for r in rows
+                     if r["arm"] not in FIXED})
+    for (parent, rounds, prompts), fset in ((t, f) for t in tables for f in ("paper-eval", "paper-excluded")):
+        sel = select(rows, parent, rounds, fset, prompts or None)
         if not any(r["arm"] not in FIXED for r in sel):
             continue
         fr, prov = fixed_rules(sel, parent), provenance(sel)
         vs = versus_rule([r for r in sel if r["arm"] not in FIXED or parent == "seed"], fr)
-        key = f"{parent}-r{rounds}-{fset}"
+        key = f"{parent}-r{rounds}-{fset}" + (f"-{prompts}" if prompts else "")
         data[key] = {"fixed_rules": {k: v for k, v in fr.items() if k != "rules"},
                      "rule_test_J": {n: mean([mean(s) or 0.0 for s in p.values()]) for n, p in fr["rules"].items()},
                      "versus_best_rule": vs, "provenance": prov, "taxonomy": taxonomy(sel),
                      "round_one_share": round_one_share(sel)}
-        md += rules_md(fr, vs, prov, f"{label}; {fset} families, parent {parent}, {rounds} round(s)")
+        md += rules_md(fr, vs, prov, f"{label}; {fset} families, parent {parent}, {rounds} round(s)"
+                       + (f", prompts {prompts}" if prompts else ""))
         md += taxonomy_md(data[key]["taxonomy"])
     return md, data
 
