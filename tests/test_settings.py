@@ -56,6 +56,24 @@ def test_strict_types_in_a_yaml_file(tmp_path: Path) -> None:
     assert (s.splits.n_score, s.proposer.sampling.temperature, s.rounds) == (8, 0.1, 2)
 
 
+def test_a_base_60_looking_value_is_text_not_a_number(tmp_path: Path) -> None:
+    """YAML 1.1 reads ``1:30`` as 90 (and ``1:30.5`` as 90.5): a seed written so took 90 silently."""
+    cfg = tmp_path / "a.yaml"
+    cfg.write_text("seed: 1:30\n")
+    assert read_yaml(cfg) == {"seed": "1:30"}
+    with pytest.raises(UserError, match=r"must be an integer \(got '1:30'\)"):
+        load(AdaptSettings, cfg)
+    cfg.write_text("proposer:\n  sampling: {temperature: 1:30.5}\nseed: 130\n")
+    assert read_yaml(cfg)["proposer"]["sampling"]["temperature"] == "1:30.5" and read_yaml(cfg)["seed"] == 130
+
+
+def test_a_bad_value_is_echoed_cut_not_whole() -> None:
+    with pytest.raises(UserError) as e:
+        load(AdaptSettings, overrides=["proposer.format=" + "x" * 900_000])
+    msg = str(e.value)
+    assert len(msg) < 400 and "900,002 characters" in msg and "\n" not in msg
+
+
 @pytest.mark.parametrize("text, message", [
     (b"a: &x [1]\nb: *x\n", "aliases"),
     (b"\xff\xfe\x00", "not UTF-8"),

@@ -239,19 +239,26 @@ def settings_error(cls: type[BaseModel], e: ValidationError, *, label: str = "{}
         return UserError(f"{head}unknown key {key!r}{hint}")
     if kind == "literal_error":
         choices = _choices(leaf.annotation if leaf else None) or [err.get("ctx", {}).get("expected", "")]
-        return UserError(f"{head}{name} must be one of {', '.join(map(str, choices))} (got {value!r})")
+        return UserError(f"{head}{name} must be one of {', '.join(map(str, choices))} (got {_shown(value)})")
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         lo, hi = _bounds(cls, path)
         ctx = err.get("ctx", {})
         sign = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}[kind]
         bound = (f"between {_num(lo)} and {_num(hi)}" if lo is not None and hi is not None and kind.endswith("_equal")
                  else f"{sign} {next(iter(ctx.values()), '?')}")
-        return UserError(f"{head}{name} must be {bound} (got {value!r})")
+        return UserError(f"{head}{name} must be {bound} (got {_shown(value)})")
     if kind == "missing":
         return UserError(f"{head}{name} is required")
     if kind in _KINDS:
-        return UserError(f"{head}{name} must be {_KINDS[kind]} (got {value!r})")
-    return UserError(f"{head}{name}: {err['msg']} (got {value!r})")
+        return UserError(f"{head}{name} must be {_KINDS[kind]} (got {_shown(value)})")
+    return UserError(f"{head}{name}: {err['msg']} (got {_shown(value)})")
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A bad value as an error message shows it: its repr, cut to ``limit`` characters with the length said (a
+    900 KB value was once echoed whole on one line)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _num(x: float) -> str:

@@ -93,6 +93,14 @@ _Loader.add_implicit_resolver(
     list("-+0123456789"))
 
 
+# YAML 1.1 reads 1:30 as the base-60 number 90 (int or float): read such a value as the text it is, so that a
+# setting that wants a number refuses it in one line instead of taking 90 silently
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+_Loader.yaml_implicit_resolvers = {
+    first: ([("tag:yaml.org,2002:str", _SEXAGESIMAL)] if first in "-+0123456789" else []) + list(resolvers)
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()}
+
+
 def _check_depth(node: Any, path: str, depth: int = 0) -> None:
     if depth > MAX_DEPTH:
         raise UserError(f"config {path} is nested too deeply")
