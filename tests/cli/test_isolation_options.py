@@ -44,3 +44,18 @@ def test_contradicting_isolation_options_are_exit_2_before_anything_runs(command
     p = _cli(*command, "--isolation", "bwrap", "--unsafe-no-sandbox", cwd=tmp_path)
     assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
     assert "contradicts" in p.stderr and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", [["run", "minimal", "--task", "rg:gcd", "--solver", SOLVER, "--n", "1"],
+                                     ["zoo", "--task", "rg:gcd", "--solver", SOLVER, "--only", "interpreter_loop",
+                                      "--n-score", "1", "--n-test", "1"],
+                                     ["adapt", "--task", "rg:gcd", "--solver", SOLVER, "--proposer", SOLVER,
+                                      "--rounds", "1", "--candidates", "1", "--n-feedback", "1", "--n-score", "1",
+                                      "--n-test", "1", "--no-memory"]],
+                         ids=lambda c: c[0])
+def test_isolation_auto_with_unsafe_no_sandbox_is_taken_alike_by_every_command(command: list[str],
+                                                                              tmp_path: Path) -> None:
+    """adapt took the pair (auto is its settings' default) while run and zoo refused it: one rule now."""
+    p = _cli(*command, "--isolation", "auto", "--unsafe-no-sandbox", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-1500:]
+    assert "WITHOUT a sandbox" in p.stderr

@@ -95,11 +95,12 @@ UnsafeOpt = Annotated[bool, typer.Option(
 
 def isolation_of(isolation: str | None, unsafe: bool) -> str | None:
     """The isolation the two options choose (None: the command's own default); a contradiction or an unknown
-    mode is a UserError."""
+    mode is a UserError. ``--isolation auto`` with ``--unsafe-no-sandbox`` is no contradiction: auto is the default,
+    and adapt, whose settings hold it, cannot tell it from an option left out (every command now takes it so)."""
     from harnesslearn.sandbox.executor import ISOLATIONS
 
     if unsafe:
-        if isolation not in (None, "none"):
+        if isolation not in (None, "none", "auto"):
             raise UserError(f"--unsafe-no-sandbox contradicts --isolation {isolation}")
         return "none"
     if isolation is not None and isolation not in ISOLATIONS:
