@@ -357,3 +357,37 @@ def test_a_grpo_update_from_zoo_seeded_contexts(world: dict) -> None:
     assert len(groups) == 2 and sum(len(g["candidates"]) for g in groups) == 8
     assert harness_id(load_harness("minimal").source) not in {g["parent_id"] for g in groups}
     assert any("for _ in range(ATTEMPTS):" in g["prompt"] for g in groups)  # the interpreter loop's code is shown
+
+
+@pytest.mark.slow
+def test_streamed_rewards_equal_the_batch_paths(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``grpo.stream_reward``: with the same seed and contexts, an update's completions and rewards are the same
+    whether each group is scored as soon as TRL's generation returns or at TRL's reward call; and streaming really
+    submitted the batch early (one submit an update, each group its own future)."""
+    from harnesslearn.training import grpo
+
+    d = world["dir"]
+    submitted: list[int] = []
+    real = grpo.ExecutionReward.submit
+
+    def spy(self, rows, prompts, completions, completion_ids, group_size):  # type: ignore[no-untyped-def]
+        submitted.append(len(completions) // group_size)
+        return real(self, rows, prompts, completions, completion_ids, group_size)
+
+    monkeypatch.setattr(grpo.ExecutionReward, "submit", spy)
+    base = {"model": world["model"], "adapter": str(d / "adapter0"), "trainer.report_to": "none",
+            "trainer.use_cpu": True, "seed": 0, "solver": f"python:{d / 'solver.py'}:solve",
+            "families": [f"jsonl:{d / 'arith.jsonl'}?scorer=exact"], "splits.n_feedback": 2, "splits.n_score": 2,
+            "proposer.n_traces": 1, "grpo.num_generations": 4, "grpo.contexts_per_update": 2,
+            "grpo.contexts_per_epoch": 2, "trainer.micro_batch": 4, "proposer.sampling.max_tokens": 8,
+            "trainer.max_steps": 1, "budgets.timeout_s": 20, "trainer.save_steps": 1}
+    rows = {}
+    for stream in (False, True):
+        out = grpo.run_grpo(build_config(GRPOTrainConfig, {**base, "grpo.stream_reward": stream,
+                                                           "output_dir": str(d / f"stream-{stream}")}))
+        groups = [json.loads(line) for line in Path(out["rollouts"]).read_text().splitlines()]
+        rows[stream] = [(g["context_id"], c["completion"], c["reward"], c["J"]) for g in groups
+                        for c in g["candidates"]]
+    assert submitted == [2]  # the streamed run only: its one update's two groups
+    assert len(rows[True]) == 8 and rows[True] == rows[False]
+    assert len({r[2] for r in rows[True]}) > 1  # rewards that differ within the update, so the equality says something

@@ -163,6 +163,15 @@ class GRPOSettings(Settings):
     score_parent: bool = setting(True, None, "Also score each context's parent harness on its candidates' problems "
                                  "(the rollouts' parent_J, one evaluation per context): does a candidate beat the "
                                  "harness it was shown? Recorded only, never part of the reward.")
+    stream_reward: bool = setting(False, None, "Start scoring each group as soon as its completions exist (TRL "
+                                  "generates a batch in one call, so at once, while TRL finishes the batch: its "
+                                  "logprob passes under vLLM, the reference pass with beta > 0) instead of at TRL's "
+                                  "reward call; the rewards are the same. False: today's path.",
+                                  affects_results=False)
+    reward_cap_s: float | None = setting(None, None, "Wall-clock cap of one harness run in the reward, model waits "
+                                         "counted (budgets.timeout_s does not count them): a run past it scores as a "
+                                         "timeout (0 on that problem, a harness failure, never an infrastructure "
+                                         "failure). None: no cap (today's path).", lo=0.001, hi=86_400.0)
     multistep: bool = setting(False, None, "Multistep variant: contexts from revision sequences of the policy as it "
                               "is when the command starts (run an epoch per invocation with resume to refresh them).")
     multistep_max_rounds: int = setting(2, None, "Multistep: a context's harness is the best after k in [0, this] "

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,21 +116,30 @@ class PhaseClock:
         self.update_start = time.time()
         self.hooks.on_phase_start("generation")
 
-    @contextmanager
-    def reward(self) -> Iterator[None]:
+    def reward_started(self) -> float:
+        """The reward begins now (and the update's generation, if running, ends): its start time."""
         t = time.time()
         if self.update_start is not None:
             self.hooks.on_phase_end("generation", self.update_start, t)
             self.phases["generation"] = t - self.update_start
             self.update_start = None
         self.hooks.on_phase_start("reward")
+        return t
+
+    def reward_ended(self, t: float) -> None:
+        end = time.time()
+        self.phases["reward"] = self.phases.get("reward", 0.0) + end - t
+        self.phases["reward_end"] = end
+        self.hooks.on_phase_end("reward", t, end)
+
+    @contextmanager
+    def reward(self, started: float | None = None) -> Iterator[None]:
+        """The reward phase around the block (``started``: it began earlier, at ``reward_started``)."""
+        t = self.reward_started() if started is None else started
         try:
             yield
         finally:
-            end = time.time()
-            self.phases["reward"] = self.phases.get("reward", 0.0) + end - t
-            self.phases["reward_end"] = end
-            self.hooks.on_phase_end("reward", t, end)
+            self.reward_ended(t)
 
     def callback(self) -> Any:
         """A transformers TrainerCallback that marks the start of every update."""
@@ -144,8 +154,17 @@ class PhaseClock:
         return UpdateClock()
 
 
+Scored = tuple[list[RewardResult], dict[tuple[str, str, int], float | None]]
+
+
 class ExecutionReward:
-    """The TRL reward function: ``harness_reward`` over the whole batch, with logging."""
+    """The TRL reward function: ``harness_reward`` over the whole batch, with logging.
+
+    Streaming (``grpo.stream_reward``): ``submit`` starts scoring each group on the runner's loop as soon as its
+    completions exist (``StreamingTrainer`` calls it when TRL's generation returns); the reward call then waits for
+    what is left instead of starting it. Each candidate is scored from the same (parent, completion, task, seed) as
+    on the batch path, so the rewards are the same; only identical requests of different groups are no longer
+    evaluated once between them."""
 
     __name__ = "execution_reward"
 
@@ -158,19 +177,57 @@ class ExecutionReward:
         self.max_completion_length = max_completion_length
         self.n_score, self.budgets = n_score, budgets
         self.clock = clock or PhaseClock(GRPOHooks())
+        self.pending: dict[tuple[str, ...], tuple[float, list[Future[Scored]]]] = {}  # completions -> submitted
 
-    def __call__(self, prompts: list[str], completions: list[str], context_id: list[str], task_spec: list[str],
-                 seed: list[int], parent_source: list[str], trainer_state: Any = None,
-                 log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
-        ids = _.get("completion_ids") or [None] * len(completions)
+    def _requests(self, prompts: list[str], completions: list[str], ids: list[Any], task_spec: list[str],
+                  seed: list[int], parent_source: list[str]) -> tuple[list[str], list[Harness], list[RewardRequest]]:
         proposals = [self.fmt.decode(c, p, hit_max_tokens=ci is not None and len(ci) >= self.max_completion_length,
                                      source=s)
                      for c, p, ci, s in zip(completions, prompts, ids, parent_source, strict=True)]
         parents = [Harness(source=s) for s in parent_source]
         requests = [RewardRequest(p, text, self.tasks[spec], int(sd))
                     for p, text, spec, sd in zip(parents, proposals, task_spec, seed, strict=True)]
-        with self.clock.reward():
-            results, bars = self.runner.run(self._score(requests))
+        return proposals, parents, requests
+
+    def submit(self, rows: list[dict[str, Any]], prompts: list[str], completions: list[str],
+               completion_ids: list[Any], group_size: int) -> None:
+        """Start scoring the batch's groups now, one future per group of ``group_size`` consecutive rows (TRL's
+        order), on the runner's loop; the reward call for these completions collects them."""
+        t = self.clock.reward_started()
+        _, _, requests = self._requests(prompts, completions, list(completion_ids), [r["task_spec"] for r in rows],
+                                        [r["seed"] for r in rows], [r["parent_source"] for r in rows])
+        futures = [asyncio.run_coroutine_threadsafe(self._score(requests[i:i + group_size]), self.runner.loop)
+                   for i in range(0, len(requests), group_size)]
+        for _t, old in self.pending.values():  # a batch whose reward call never came: nothing will collect it
+            for f in old:
+                f.cancel()
+        self.pending = {tuple(completions): (t, futures)}
+
+    def _collect(self, completions: list[str]) -> tuple[float | None, Scored | None]:
+        """The submitted scores of exactly these completions, waited for; (None, None) when none were submitted."""
+        started, futures = self.pending.pop(tuple(completions), (None, None))
+        if futures is None:
+            return None, None
+        results: list[RewardResult] = []
+        bars: dict[tuple[str, str, int], float | None] = {}
+        for f in futures:
+            r, b = f.result()
+            results += r
+            bars |= b
+        return started, (results, bars)
+
+    def __call__(self, prompts: list[str], completions: list[str], context_id: list[str], task_spec: list[str],
+                 seed: list[int], parent_source: list[str], trainer_state: Any = None,
+                 log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
+        ids = _.get("completion_ids") or [None] * len(completions)
+        proposals, parents, requests = self._requests(prompts, completions, ids, task_spec, seed, parent_source)
+        started, scored = self._collect(completions)
+        if started is not None and scored is not None:  # submitted when generation returned (streaming)
+            results, bars = scored
+            self.clock.reward_ended(started)
+        else:
+            with self.clock.reward():
+                results, bars = self.runner.run(self._score(requests))
         step = self.step_offset + int(getattr(trainer_state, "global_step", 0) or 0)
         cands = [Candidate(cid, spec, int(sd), par.id, pr, comp, prop, res,
                            bars.get((par.id, self.tasks[spec].spec, int(sd))), _child_source(par, prop, res))
@@ -199,6 +256,40 @@ class ExecutionReward:
         bars = parent_scores(requests, self.executor, n=self.n_score, budgets=self.budgets)
         results, scored = await asyncio.gather(rewards, bars)
         return results, scored
+
+
+def trainer_class(stream: ExecutionReward | None) -> Any:
+    """TRL's GRPOTrainer, or (``stream``: the reward to stream to) a subclass that hands each generation batch's
+    completions to ``stream.submit`` as soon as TRL's ``_generate`` returns them.
+
+    What TRL's structure allows (trl 1.16): a generation batch (an update's ``contexts_per_update x G`` rows) is
+    sampled in one ``_generate`` call (one ``generate`` or one vLLM request), so every group's completions exist
+    at the same moment and no group can be scored while a later one is still sampled; splitting the call per
+    group would change the sampled text for one seed and, under vLLM, give up batching. What it does allow: the
+    scoring starts before TRL's own work between sampling and its reward call (padding; the logprob pass of
+    ``old_per_token_logps`` under vLLM's importance-sampling correction; the reference pass when ``beta > 0``),
+    and overlaps it. Overrides two private methods of TRL's trainer; a TRL that renames them leaves streaming
+    inert (the reward call then scores the batch as today)."""
+    from trl import GRPOTrainer
+
+    if stream is None:
+        return GRPOTrainer
+    reward = stream
+
+    class StreamingTrainer(GRPOTrainer):  # type: ignore[misc]
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            self._harnesslearn_rows = inputs
+            return super()._generate_and_score_completions(inputs)
+
+        def _generate(self, prompts: list[Any]) -> Any:
+            out = super()._generate(prompts)
+            rows = getattr(self, "_harnesslearn_rows", None)
+            model: Any = self.model
+            if model.training and rows is not None and len(rows) == len(prompts):
+                reward.submit(rows, list(prompts), list(out[3]), list(out[1]), int(self.num_generations or 1))
+            return out
+
+    return StreamingTrainer
 
 
 def _child_source(parent: Harness, proposal: str, result: RewardResult) -> str | None:
@@ -318,7 +409,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
     After every update the compact state (``grpo_state.py``) is saved under ``OUTPUT_DIR/state``;
     ``resume: true`` continues from it (the next contexts of the plan, the saved adapter).
     ``hooks`` (optional) observe the run (see ``GRPOHooks``)."""
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from harnesslearn.training.grpo_state import GRPOState, recorder
 
@@ -367,7 +458,14 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
         hooks = hooks or GRPOHooks()
         clock = PhaseClock(hooks)
         sampling = cfg.proposer.sampling
-        reward = ExecutionReward(runner, executor, tasks, sink, n_score=cfg.splits.n_score, budgets=cfg.budgets,
+        scorer: HarnessExecutor = executor
+        if cfg.grpo.reward_cap_s is not None:
+            from harnesslearn.sandbox.executor import default_concurrency
+            from harnesslearn.training.tailcap import TailCap
+
+            width = cfg.runtime.concurrency or executor.stats().get("slots") or default_concurrency()
+            scorer = TailCap(executor, cfg.grpo.reward_cap_s, int(width))
+        reward = ExecutionReward(runner, scorer, tasks, sink, n_score=cfg.splits.n_score, budgets=cfg.budgets,
                                  fmt=training_format(cfg), max_completion_length=sampling.max_tokens,
                                  clock=clock, step_offset=step0, score_parent=cfg.grpo.score_parent)
         args = GRPOConfig(
@@ -383,7 +481,7 @@ def run_grpo(cfg: GRPOTrainConfig, *, hooks: GRPOHooks | None = None) -> dict[st
             lr_scheduler_type="constant",  # a schedule that does not depend on where a stretch starts
             **generation_args(cfg, ends),
         )
-        trainer = GRPOTrainer(
+        trainer = trainer_class(reward if cfg.grpo.stream_reward else None)(
             model=model,
             reward_funcs=[reward],
             args=args,
