@@ -88,6 +88,8 @@ def test_the_default_demo_is_the_shipped_rl_proposer_on_a_family_outside_its_tra
     p = demo.profile(default_model)
     assert default_model == demo.DEMO_MODEL == "local:qwen2.5-coder-1.5b-instruct"
     assert p.proposer == "local:qwen2.5-coder-1.5b-instruct?adapter=rl" and not p.memory
+    assert p.settings.candidates == 1 and p.settings.proposer.sampling.temperature == 0.0  # one greedy revision
+    assert p.other == demo.QWEN_SETTINGS  # another proposer: the 3 sampled candidates it was measured with
     assert training_families(p.proposer) == family_set("paper-train")
     assert p.family not in family_set("paper-train")
     smoke = demo.profile("local:gemma-3-270m")
@@ -215,3 +217,15 @@ def test_compare_runs_the_untrained_model_as_proposer_on_the_same_problems_and_p
     assert out["lines"][-1].startswith(f"untrained proposer ({solver}) on the same problems: test J ")
     with pytest.raises(UserError, match="--compare runs the untrained model beside another proposer"):
         asyncio.run(run_demo(tmp_path / "again", "basic_arithmetic", model_spec=solver, compare=True))
+
+
+def test_another_proposer_than_the_profiles_gets_the_profiles_other_settings(tmp_path: Path,
+                                                                             monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from harnesslearn import demo
+
+    solver, proposer = _winning_models(tmp_path)
+    monkeypatch.setitem(demo.PROFILES, solver, Profile("basic_arithmetic", DEMO_SETTINGS.with_(rounds=1, candidates=1),
+                                                       proposer=proposer, other=DEMO_SETTINGS.with_(rounds=1)))
+    assert asyncio.run(run_demo(tmp_path / "own", model_spec=solver))["proposals"] == 1
+    other = asyncio.run(run_demo(tmp_path / "other", model_spec=solver, proposer_spec=solver))
+    assert other["proposals"] == DEMO_SETTINGS.candidates and other["proposer"] == solver

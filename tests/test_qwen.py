@@ -93,9 +93,10 @@ def test_cli_run_with_qwen_solver_a_better_harness_pays(tmp_path: Path) -> None:
 
 def test_the_qwen_demo_shows_the_shipped_memory_and_its_proposer_borrows_from_it(tmp_path: Path) -> None:
     """``harnesslearn demo --proposer local:qwen2.5-coder-1.5b-instruct --memory --family gcd`` for real (about 4
-    minutes here): the untrained proposer is shown the shipped paper-train memory (never an entry of gcd), every proposal records the
-    entries it saw, and a valid revision takes the memory's strategy (``model.python``). Measured on 2 cores:
-    test J 0.500 -> 0.750, 3/3 valid; without the memory 0.500 -> 0.500 (README)."""
+    minutes here): the untrained proposer is shown the shipped paper-train memory (never an entry of gcd), every
+    proposal records the entries it saw, and a valid revision takes the memory's strategy (``model.python``). Measured on 2 cores (3
+    candidates at temperature 0.8, the settings it gets): test J 0.500 -> 0.750, 3/3 valid; without the
+    memory 0.500 -> 0.500."""
     import sqlite3
 
     rd = tmp_path / "demo"
@@ -104,7 +105,7 @@ def test_the_qwen_demo_shows_the_shipped_memory_and_its_proposer_borrows_from_it
                        env={**os.environ, "HARNESSLEARN_PROGRESS": "0", "HARNESSLEARN_CACHE": "0"})
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout)
-    assert len(out["memory_shown"]) == 2 and out["proposals"] == 3
+    assert len(out["memory_shown"]) == 2 and out["proposals"] == 3  # another proposer than the RL one: 3 samples
     assert "shipped with harnesslearn" in p.stderr
     c = sqlite3.connect(rd / "runs.sqlite")
     rows = c.execute("SELECT memory, valid, harness_id FROM proposals").fetchall()

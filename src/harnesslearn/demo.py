@@ -68,18 +68,20 @@ DEMO_FAMILY = "count_bits"
 
 @dataclass(frozen=True)
 class Profile:
-    """A model's demo: its family and settings, its default proposer (None: the model itself) and whether the
-    shipped memory is shown by default."""
+    """A model's demo: its family and settings, its default proposer (None: the model itself), whether the
+    shipped memory is shown by default, and the settings for any other proposer (None: ``settings``)."""
 
     family: str
     settings: AdaptSettings
     proposer: str | None = None
     memory: bool = False
+    other: AdaptSettings | None = None
 
 
 PROFILES: dict[str, Profile] = {
     SMOKE_MODEL: Profile("basic_arithmetic", DEMO_SETTINGS),
-    DEMO_MODEL: Profile(DEMO_FAMILY, RL_SETTINGS, proposer=RL_PROPOSER),
+    # another proposer (the untrained model shown the memory, say) gets the 3 sampled candidates it was measured with
+    DEMO_MODEL: Profile(DEMO_FAMILY, RL_SETTINGS, proposer=RL_PROPOSER, other=QWEN_SETTINGS),
     "local:qwen2.5-coder-0.5b-instruct": Profile("gcd", QWEN_SETTINGS, memory=True),
 }
 
@@ -233,8 +235,8 @@ async def run_demo(run_dir: str | Path | None = None, family: str | None = None,
         raise UserError("--resume needs --run-dir (the demo directory to continue)")
     rd = Path(run_dir) if run_dir is not None else Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     prof = profile(model_spec)
-    settings = prof.settings
     proposer_spec = proposer_spec or prof.proposer or model_spec
+    settings = prof.other if prof.other is not None and proposer_spec != prof.proposer else prof.settings
     if compare and proposer_spec == model_spec:
         raise UserError(f"--compare runs the untrained model beside another proposer, but the proposer is already "
                         f"the model itself ({model_spec})")
