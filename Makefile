@@ -1,6 +1,7 @@
 .PHONY: demo test setup bench
 
-# Set up everything, then run the main job on the embedded default model.
+# Set up everything, then run the main job: the shipped RL proposer and the embedded Qwen solver on a family
+# the proposer was not trained on (`harnesslearn demo --model local:gemma-3-270m` is the one-minute smoke).
 demo:
 	bash scripts/setup.sh
 	.venv/bin/harnesslearn demo

@@ -307,10 +307,10 @@ def test_adapt_stores_its_best_harness_and_the_next_task_is_shown_it(tmp_path: P
 
 
 def test_the_shipped_memory_holds_paper_train_harnesses_only_and_the_qwen_demo_shows_them(tmp_path: Path) -> None:
-    """``seeds/memory/paper_train.jsonl`` (what the Qwen demo shows): valid harnesses from the paper-train
-    families only, each with its measured gain; retrieved for the demo's task (gcd, not among them) with the
-    interpreter loop first."""
-    from harnesslearn.demo import MEMORY_MODELS, PROFILES, SHIPPED_MEMORY, _shipped_memory
+    """``seeds/memory/paper_train.jsonl`` (what ``demo --memory`` shows, by default the 0.5B Qwen's demo): valid
+    harnesses from the paper-train families only, each with its measured gain; retrieved for that demo's task (gcd,
+    not among them) with the interpreter loop first."""
+    from harnesslearn.demo import PROFILES, SHIPPED_MEMORY, _shipped_memory
     from harnesslearn.harness import check_source
     from harnesslearn.tasks import load_task
 
@@ -320,7 +320,9 @@ def test_the_shipped_memory_holds_paper_train_harnesses_only_and_the_qwen_demo_s
         assert len(entries) == len(SHIPPED_MEMORY.read_text().splitlines()) >= 1
         assert {e.task for e in entries} <= {"rg:simple_geometry", "rg:maze", "rg:tower_of_hanoi"}
         assert all(check_source(e.source) is None and e.gain is not None and e.gain > 0 for e in entries)
-        family = PROFILES[MEMORY_MODELS[0]][0]
+        memory_demos = [p for p in PROFILES.values() if p.memory]
+        assert memory_demos
+        family = memory_demos[0].family
         task = load_task(f"rg:{family}")
         shown = mem.retrieve(task.spec, task.description, 2)
     assert family == "gcd" and shown and all(e.task != task.spec for e in shown)

@@ -22,3 +22,18 @@ def test_the_interval_is_the_2_5_and_97_5_percentiles_of_the_resampled_means() -
 def test_empty_and_single_values() -> None:
     assert all(math.isnan(v) for v in bootstrap_ci([]).values())
     assert bootstrap_ci([0.5]) == {"mean": 0.5, "lo": 0.5, "hi": 0.5}
+
+
+def test_the_paired_difference_resamples_the_problems_together() -> None:
+    """``after - before`` per problem, then the same interval as ``bootstrap_ci``: a gain on every problem has
+    an interval above 0 however the problems are drawn; two lists of different lengths are no pairs."""
+    import pytest
+
+    from harnesslearn.stats import bootstrap_paired_diff
+
+    before, after = [0.0, 0.0, 0.5, 1.0], [1.0, 0.5, 1.0, 1.0]
+    assert bootstrap_paired_diff(before, after, seed=3) == bootstrap_ci([1.0, 0.5, 0.5, 0.0], seed=3)
+    d = bootstrap_paired_diff([0.0] * 6, [0.5, 1.0, 0.5, 1.0, 1.0, 0.5])
+    assert d["lo"] > 0 and d["mean"] == 0.75
+    with pytest.raises(ValueError, match="different lengths"):
+        bootstrap_paired_diff([0.0], [0.0, 1.0])

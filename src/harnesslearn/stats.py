@@ -25,3 +25,13 @@ def bootstrap_ci(values: Sequence[float], *, n_boot: int = 2000, seed: int = 0) 
     idx = rng.integers(0, x.size, size=(n_boot, x.size))  # [B, n]
     lo, hi = np.quantile(x[idx].mean(axis=1), [ALPHA / 2, 1 - ALPHA / 2])
     return {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi)}
+
+
+def bootstrap_paired_diff(before: Sequence[float], after: Sequence[float], *, n_boot: int = 2000,
+                          seed: int = 0) -> dict[str, float]:
+    """Mean of ``after - before`` over paired values (the same problems, in the same order) with a 95 %
+    bootstrap interval, the problems resampled together. A length mismatch is a ValueError; empty gives NaNs."""
+    a, b = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired values of different lengths: {a.size} and {b.size}")
+    return bootstrap_ci(b - a, n_boot=n_boot, seed=seed)

@@ -23,6 +23,24 @@ POINTER = "SHIPPED.json"  # stands in a folder for weights that a shipped adapte
 SHIPPED: dict[str, tuple[str, str]] = {  # name -> (the local: model it was trained on, its folder here)
     "rl": ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b-instruct-rl"),
 }
+# name -> the family set (tasks.families.FAMILY_SETS) its SFT rows and GRPO contexts came from
+TRAINED_ON: dict[str, str] = {"rl": "paper-train"}
+
+
+def training_families(spec: str) -> list[str] | None:
+    """The Reasoning Gym families a proposer spec was trained on, when it names a shipped adapter on the model it
+    was trained on (``local:MODEL?adapter=NAME``); None for any other spec (not trained here, or not known)."""
+    from harnesslearn.specs import parse_spec
+    from harnesslearn.tasks.families import family_set
+
+    try:
+        s = parse_spec(spec, "model spec")
+    except UserError:
+        return None
+    name = s.options.get("adapter", "")
+    if s.prefix != "local" or name not in TRAINED_ON or SHIPPED[name][0] != s.name:
+        return None
+    return family_set(TRAINED_ON[name])
 
 
 def resolve(model: str, adapter: str) -> str:

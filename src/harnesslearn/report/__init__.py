@@ -12,6 +12,7 @@ diffs, the page template ``template.html``).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from harnesslearn.errors import UserError
 from harnesslearn.fsutil import atomic_write_bytes, atomic_write_text
 from harnesslearn.report import plots, sections
 from harnesslearn.report.data import RunView, open_store, reward_series, taxonomy_groups
-from harnesslearn.report.render import esc, img, page, table, td
+from harnesslearn.report.render import diff_html, esc, img, page, table, td
 from harnesslearn.store import Store
 from harnesslearn.taxonomy import rollup
 
@@ -28,6 +29,7 @@ __all__ = ["Report", "failure_taxonomy", "render_report", "write_report"]
 
 REPORT_NAME = "report.html"
 PLOTS_DIR = "plots"
+HEADLINE = "headline.json"  # the demo's verdict, shown at the top (``_headline``)
 
 
 @dataclass
@@ -103,6 +105,7 @@ def _body(store: Store, run_dir: Path, pngs: dict[str, bytes]) -> str:
     if rewards:
         nav.append('<a href="#training">training rewards</a>')
     parts.append("<nav>" + "".join(nav) + "</nav>")
+    parts.append(_headline(store, run_dir))
     if not views and not rewards:
         parts.append('<p class="empty">this run directory has no runs recorded yet</p>')
     if len(views) > 1:
@@ -112,6 +115,30 @@ def _body(store: Store, run_dir: Path, pngs: dict[str, bytes]) -> str:
     if rewards:
         parts.append(_training_section(rewards, pngs))
     return "\n".join(parts)
+
+
+def _headline(store: Store, run_dir: Path) -> str:
+    """The demo's verdict (``HEADLINE``, written by ``harnesslearn demo``: its last lines and the seed's and the
+    winner's ids) at the top of the page, with the diff from the seed to the winner; "" without the file, and one
+    line saying so when it cannot be read."""
+    path = run_dir / HEADLINE
+    if not path.is_file():
+        return ""
+    try:
+        h = json.loads(path.read_text())
+        lines, seed, best = [str(x) for x in h["lines"]], str(h["seed"]), str(h["best"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f'<p class="empty">{esc(HEADLINE)} could not be read ({esc(e)})</p>'
+    if seed == best:
+        diff = '<p class="empty">the seed stayed best: no diff</p>'
+    else:
+        try:
+            diff = diff_html(store.harness_source(seed), store.harness_source(best), f"seed {seed[:12]}",
+                             f"winner {best[:12]}")
+        except UserError as e:
+            diff = f'<p class="empty">a harness source is missing: {esc(e)}</p>'
+    return ('<h2 id="verdict">Verdict</h2>' + "".join(f"<p>{esc(line)}</p>" for line in lines)
+            + "<h3>The seed and the winning revision</h3>" + diff)
 
 
 def _comparison(views: list[RunView]) -> str:
