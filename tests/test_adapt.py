@@ -270,6 +270,10 @@ def test_compare_runs_both_strategies_at_the_same_proposal_budget(env: dict[str,
     assert c["sequential"]["proposals"] == c["independent"]["proposals"] == 2
     assert c["independent"]["oracle"]["label"] == ORACLE_LABEL and "upper bound" in ORACLE_LABEL
     assert c["independent"]["test_J"] == 1.0 and c["sequential"]["solver_calls"] > 0
+    # the top-level spend is the whole job's: both halves (it was the sequential half's alone)
+    for key in ("proposer_tokens", "solver_tokens"):
+        assert r.spend[key] == c["sequential"]["spend"][key] + c["independent"]["spend"][key] > 0
+    assert {row["strategy"] for row in r.spend["per_round"]} == {"sequential", "independent"}
     with Store.open(rd) as s:
         assert {x.id for x in s.runs()} == {"sequential", "independent"}
         assert all(x.status == "done" for x in s.runs())

@@ -405,11 +405,14 @@ async def _strategy(loop: Loop, seed_h: Harness, mem: Memory | None, shown: Sequ
 
 
 def _compared(results: dict[str, AdaptResult]) -> AdaptResult:
-    """``compare``: the sequential result, with each strategy's figures under ``compare``."""
+    """``compare``: the sequential result, with each strategy's figures under ``compare``, and the spend of the
+    whole job (both strategies: their totals summed, their rounds each tagged with its strategy) at the top."""
     main = results["sequential"]
     main.strategy = "compare"
     main.compare = {name: {k: v for k, v in r.to_json().items() if k not in ("rounds", "lineage", "zoo")}
                     for name, r in results.items()}
+    rows = [{**row, "strategy": name} for name, r in results.items() for row in r.spend.get("per_round", [])]
+    main.spend = {**spend.totals(rows), "per_round": rows}
     return main
 
 
