@@ -32,11 +32,9 @@ from typing import Any
 
 import exp_stats as st
 
+from harnesslearn.transfer.stages import read_jsonl  # the stages' own reader of their row files
+
 FIXED = ("zoo", "rules")
-
-
-def read_jsonl(p: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.is_file() else []
 
 
 def mean(xs: list[float]) -> float | None:

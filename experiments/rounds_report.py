@@ -10,15 +10,12 @@ Only rows with per-round traces (``sequential_trace``) are read; older rows (one
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-
-def read_jsonl(p: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.is_file() else []
+from harnesslearn.transfer.stages import read_jsonl  # the stages' own reader of their row files
 
 
 def fmt(ci: dict[str, float] | None, sign: bool = False) -> str:

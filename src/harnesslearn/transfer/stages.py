@@ -585,17 +585,16 @@ class EvalJob:
             with Memory.open(memory_path, readonly=True) as mem:
                 task_of = {en.id: en.task for en in mem.entries()}
             shown = [f"{en}:{task_of[en]}" for en in res.memory_shown]
-        js = {f"p{p.idx}" if e.rounds == 1 else f"r{p.round}p{p.idx}":
-              (await self.evaluation(children[p.harness_id], task, "score")).J for p in props if p.harness_id}
-        candidates = []
-        for p in props:
-            c: dict[str, Any] = {"round": p.round, "idx": p.idx, "valid": p.valid, "reason": p.reason,
-                                 "harness_id": p.harness_id}
-            if p.harness_id:
-                c.update(sources.provenance(children[p.harness_id].source, prompt_dir=s.proposer.prompt_dir),
-                         solver_code=runs_solver_code(children[p.harness_id].source),
-                         score_J=(await self.evaluation(children[p.harness_id], task, "score")).J)
-            candidates.append(c)
+        def label(p: Any) -> str:  # a proposal's name in the row: p{idx}, or r{round}p{idx} with several rounds
+            return f"p{p.idx}" if e.rounds == 1 else f"r{p.round}p{p.idx}"
+
+        # each distinct valid revision judged once: its score J (a shared evaluation), provenance and solver use
+        judged = {hid: {**sources.provenance(h.source, prompt_dir=s.proposer.prompt_dir),
+                        "solver_code": runs_solver_code(h.source),
+                        "score_J": (await self.evaluation(h, task, "score")).J} for hid, h in children.items()}
+        js = {label(p): judged[p.harness_id]["score_J"] for p in props if p.harness_id}
+        candidates = [{"round": p.round, "idx": p.idx, "valid": p.valid, "reason": p.reason,
+                       "harness_id": p.harness_id, **(judged[p.harness_id] if p.harness_id else {})} for p in props]
         trace = [{"round": r["round"], "best_harness_id": r["best_harness_id"], "score_J": r["best_score_J"],
                   "test_J": (await self.evaluation(trace_h[r["best_harness_id"]], task, "test")).J}
                  for r in res.rounds]
@@ -607,14 +606,13 @@ class EvalJob:
                    invalid_reasons=dict(Counter(str(p.reason) for p in props if not p.valid)),
                    uses_python=sum("model.python" in h.source for h in children.values()),
                    # distinct valid revisions that run solver-written code with model.python (the held-out pattern)
-                   solver_code=sum(runs_solver_code(h.source) for h in children.values()),
+                   solver_code=sum(j["solver_code"] for j in judged.values()),
                    candidate_score_J=js, candidates=candidates, round_trace=trace,
                    proposal_texts=[(p.raw or "")[-3000:] for p in props])
         if res.best_harness_id == parent.id:
             return None
         best = next(p for p in props if p.harness_id == res.best_harness_id)
-        label = f"p{best.idx}" if e.rounds == 1 else f"r{best.round}p{best.idx}"
-        return label, children[res.best_harness_id], res.score_J
+        return label(best), children[res.best_harness_id], res.score_J
 
 
 def taxonomy_counts(ev: Any) -> dict[str, int]:
